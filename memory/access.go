@@ -1,0 +1,210 @@
+package memory
+
+// PageState is what a Region knows of a page besides its bytes.
+type PageState struct {
+	// Gen counts the writes to the page since it was last scrubbed, or is
+	// the generation a migration stored with it.
+	Gen uint32
+	// Class is the content class of the page; ClassExplicit once bytes
+	// were written with WriteAt or StorePage.
+	Class Class
+}
+
+// ReadAt reads len(p) bytes at byte offset off. An access that is not
+// wholly inside r reads nothing and returns an error wrapping
+// ErrOutOfRange. It implements io.ReaderAt.
+func (r *Region) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.checkBytes("read", off, len(p)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(p) {
+		page, in := int((off+int64(n))>>r.sp.shift), int((off+int64(n))&int64(r.sp.pageSize-1))
+		chunk := min(len(p)-n, r.sp.pageSize-in)
+		t := r.resolve(page)
+		l := r.sp.lock(t.abs)
+		l.RLock()
+		if r.unmapped.Load() {
+			l.RUnlock()
+			return n, ErrUnmapped
+		}
+		r.sp.readLocked(t, in, p[n:n+chunk])
+		l.RUnlock()
+		n += chunk
+	}
+	return n, nil
+}
+
+// WriteAt writes p at byte offset off, marking every page it touches dirty
+// and bumping its generation. An access that is not wholly inside r writes
+// nothing and returns an error wrapping ErrOutOfRange. It implements
+// io.WriterAt.
+func (r *Region) WriteAt(p []byte, off int64) (int, error) {
+	if err := r.checkBytes("write", off, len(p)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(p) {
+		page, in := int((off+int64(n))>>r.sp.shift), int((off+int64(n))&int64(r.sp.pageSize-1))
+		chunk := min(len(p)-n, r.sp.pageSize-in)
+		t, ok := r.lockPage(page)
+		if !ok {
+			return n, ErrUnmapped
+		}
+		r.sp.writeLocked(t, in, p[n:n+chunk])
+		r.markLocked(t)
+		r.unlockPage(t)
+		n += chunk
+	}
+	return n, nil
+}
+
+// ReadPage copies page p into dst, which must be one page long, and returns
+// the page's state as of the same instant.
+func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
+	if len(dst) != r.sp.pageSize {
+		return PageState{}, ErrPageSize
+	}
+	if err := r.checkPages("read page", p, 1); err != nil {
+		return PageState{}, err
+	}
+	t := r.resolve(p)
+	l := r.sp.lock(t.abs)
+	l.RLock()
+	defer l.RUnlock()
+	if r.unmapped.Load() {
+		return PageState{}, ErrUnmapped
+	}
+	r.sp.readLocked(t, 0, dst)
+	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
+}
+
+// PageState returns the state of page p.
+func (r *Region) PageState(p int) (PageState, error) {
+	if err := r.checkPages("page state", p, 1); err != nil {
+		return PageState{}, err
+	}
+	t := r.resolve(p)
+	l := r.sp.lock(t.abs)
+	l.RLock()
+	defer l.RUnlock()
+	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
+}
+
+// IsZeroPage reports whether page p reads as all zeros. It looks at the
+// bytes only when the page's class does not already say.
+func (r *Region) IsZeroPage(p int) (bool, error) {
+	if err := r.checkPages("zero check", p, 1); err != nil {
+		return false, err
+	}
+	t := r.resolve(p)
+	l := r.sp.lock(t.abs)
+	l.RLock()
+	defer l.RUnlock()
+	switch c := r.sp.classes[t.abs]; {
+	case c == ClassZero:
+		return true, nil
+	case c.Generated():
+		// Every generator but zero's yields a non-zero page.
+		return false, nil
+	}
+	return IsZero(r.sp.back.page(t.abs)), nil
+}
+
+// Fill writes generated content of class c into pages [first, first+n):
+// each page's generation is bumped and the page then holds
+// Generate(c, seed, page, generation) for its window's seed and relative
+// index. A Synthetic region stores nothing for it; Dense and Sparse store
+// the bytes, so all three read alike. ClassZero zeroes the pages.
+func (r *Region) Fill(first, n int, c Class) error {
+	if !c.Generated() {
+		return ErrClass
+	}
+	if err := r.checkPages("fill", first, n); err != nil {
+		return err
+	}
+	for p := first; p < first+n; p++ {
+		if err := r.fillPage(p, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FillMix is Fill with each page's class chosen by m for r's seed.
+func (r *Region) FillMix(first, n int, m Mix) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if err := r.checkPages("fill", first, n); err != nil {
+		return err
+	}
+	for p := first; p < first+n; p++ {
+		if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Region) fillPage(p int, c Class) error {
+	t, ok := r.lockPage(p)
+	if !ok {
+		return ErrUnmapped
+	}
+	r.sp.setLocked(t, c, r.sp.gens[t.abs]+1)
+	r.markLocked(t)
+	r.unlockPage(t)
+	return nil
+}
+
+// StorePage sets page p to data (one page) at generation gen, as a
+// migration's destination applies a page it received. An all-zero page is
+// stored as ClassZero, taking no memory in a Sparse or Synthetic region.
+func (r *Region) StorePage(p int, data []byte, gen uint32) error {
+	if len(data) != r.sp.pageSize {
+		return ErrPageSize
+	}
+	if err := r.checkPages("store", p, 1); err != nil {
+		return err
+	}
+	t, ok := r.lockPage(p)
+	if !ok {
+		return ErrUnmapped
+	}
+	r.sp.storeLocked(t, data, gen)
+	r.markLocked(t)
+	r.unlockPage(t)
+	return nil
+}
+
+// StoreGenerated sets page p to the generated content of class c at
+// generation gen, as a destination applies a page whose bytes it can
+// regenerate.
+func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
+	if !c.Generated() {
+		return ErrClass
+	}
+	if err := r.checkPages("store", p, 1); err != nil {
+		return err
+	}
+	t, ok := r.lockPage(p)
+	if !ok {
+		return ErrUnmapped
+	}
+	r.sp.setLocked(t, c, gen)
+	r.markLocked(t)
+	r.unlockPage(t)
+	return nil
+}
+
+// Scrub returns every page of r to its initial state — zero, generation 0
+// — frees what the backing can, and clears r's dirty log.
+func (r *Region) Scrub() error {
+	if r.unmapped.Load() {
+		return ErrUnmapped
+	}
+	r.sp.scrub(r.first, r.pages)
+	r.log.clear()
+	return nil
+}

@@ -1,0 +1,105 @@
+package memory
+
+import "sync/atomic"
+
+// backing stores the bytes of the pages that hold bytes. The Region keeps
+// every page's class and generation and decides what a page without bytes
+// reads as (zero, or generated content for Synthetic), so a backing only
+// stores, hands out and drops page buffers. Calls for one page are
+// serialized by the Region's page locks; calls for different pages may run
+// at once.
+type backing interface {
+	// page returns the stored bytes of page p (one page long, capacity
+	// capped), or nil if the backing stores none for it.
+	page(p int) []byte
+	// alloc returns the stored bytes of page p, allocating a zeroed page
+	// if there are none.
+	alloc(p int) []byte
+	// release makes page p read as zero, freeing its memory where the
+	// backing can.
+	release(p int)
+	// resident returns the bytes of page memory held.
+	resident() int64
+}
+
+// denseBacking is one allocation of the whole address space. The operating
+// system backs it lazily, so an untouched dense region costs address space
+// rather than memory until it is written.
+type denseBacking struct {
+	buf   []byte
+	shift uint
+}
+
+func newDense(pages int, shift uint) *denseBacking {
+	return &denseBacking{buf: make([]byte, pages<<shift), shift: shift}
+}
+
+func (d *denseBacking) page(p int) []byte {
+	lo, hi := p<<d.shift, (p+1)<<d.shift
+	// The capacity is capped so that no caller can reach the next page
+	// through append or a decoder writing into spare capacity.
+	return d.buf[lo:hi:hi]
+}
+
+func (d *denseBacking) alloc(p int) []byte { return d.page(p) }
+func (d *denseBacking) release(p int)      { clear(d.page(p)) }
+func (d *denseBacking) resident() int64    { return int64(len(d.buf)) }
+
+// sparseChunkPages is the number of page slots a sparse chunk holds; the
+// chunk table then costs eight bytes for every 2 MiB of 4 KiB pages.
+const sparseChunkShift = 9
+
+type sparseChunk [1 << sparseChunkShift][]byte
+
+// sparseBacking allocates pages on demand in a two-level table. Chunks are
+// installed with compare-and-swap because writers of different pages in one
+// chunk hold different page locks.
+type sparseBacking struct {
+	chunks   []atomic.Pointer[sparseChunk]
+	pageSize int
+	bytes    atomic.Int64
+}
+
+func newSparse(pages, pageSize int) *sparseBacking {
+	n := (pages + 1<<sparseChunkShift - 1) >> sparseChunkShift
+	return &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize}
+}
+
+func (s *sparseBacking) page(p int) []byte {
+	c := s.chunks[p>>sparseChunkShift].Load()
+	if c == nil {
+		return nil
+	}
+	return c[p&(1<<sparseChunkShift-1)]
+}
+
+func (s *sparseBacking) alloc(p int) []byte {
+	slot := &s.chunks[p>>sparseChunkShift]
+	c := slot.Load()
+	if c == nil {
+		c = new(sparseChunk)
+		if !slot.CompareAndSwap(nil, c) {
+			c = slot.Load()
+		}
+	}
+	i := p & (1<<sparseChunkShift - 1)
+	if c[i] == nil {
+		c[i] = make([]byte, s.pageSize)
+		s.bytes.Add(int64(s.pageSize))
+	}
+	return c[i]
+}
+
+func (s *sparseBacking) release(p int) {
+	c := s.chunks[p>>sparseChunkShift].Load()
+	if c == nil {
+		return
+	}
+	i := p & (1<<sparseChunkShift - 1)
+	if c[i] != nil {
+		c[i] = nil
+		s.bytes.Add(-int64(s.pageSize))
+	}
+}
+
+func (s *sparseBacking) resident() int64 { return s.bytes.Load() }

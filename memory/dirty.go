@@ -1,0 +1,33 @@
+package memory
+
+// CollectDirty moves the pages written since the last collect into dst and
+// clears them from r's dirty log, returning how many there were. dst is
+// resized to r's page count, allocating only when it is too small, so a
+// reused set makes collecting allocation-free.
+//
+// Collecting is safe while other goroutines write: a write that races a
+// collect is reported by that collect or by the next, never lost, because
+// writers store their bytes before they set the page's bit and the collect
+// clears a bit before its caller reads the page.
+func (r *Region) CollectDirty(dst *PageSet) int { return r.log.collect(dst) }
+
+// DirtyCount returns the number of pages written since the last collect,
+// without clearing them.
+func (r *Region) DirtyCount() int { return r.log.count() }
+
+// StartDirtyLog clears r's dirty log and turns logging on. A new Region
+// logs from the start.
+func (r *Region) StartDirtyLog() {
+	r.log.clear()
+	r.log.on.Store(true)
+}
+
+// StopDirtyLog turns logging off and clears the log: writes then mark
+// nothing until StartDirtyLog.
+func (r *Region) StopDirtyLog() {
+	r.log.on.Store(false)
+	r.log.clear()
+}
+
+// DirtyLogging reports whether r's dirty log is on.
+func (r *Region) DirtyLogging() bool { return r.log.on.Load() }

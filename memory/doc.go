@@ -1,0 +1,69 @@
+// Package memory models the address spaces of a virtual machine and of a
+// GPU's framebuffer: page-granular regions with dirty-page logging,
+// per-page generations, zero-page detection and deterministic content.
+//
+// It knows nothing of GPUs, VMs or time; the packages above it give its
+// regions those meanings.
+//
+// # Regions and windows
+//
+// New makes a root Region of a given size and page size (a power of two,
+// 4 KiB by default; a framebuffer may use 64 KiB). Map carves a window out
+// of a root: a Region of its own, bounds-checked against itself, with its
+// own dirty log, sharing the root's storage. A vGPU's framebuffer is a
+// window of its GPU's. Windows never overlap; Map hands out a window whose
+// pages are scrubbed, and Unmap scrubs them again before another window can
+// cover them, so nothing one tenant wrote is readable by the next.
+//
+// Every access is checked: an access that does not lie wholly inside its
+// Region touches nothing and returns an error wrapping ErrOutOfRange.
+//
+// # Backings
+//
+// The bytes of a root are held by one of three backings, chosen by
+// Config.Kind, and the same operations give the same bytes on all three:
+//
+//   - Dense: one allocation of the whole space.
+//   - Sparse: a page is allocated on its first non-zero write; pages never
+//     written read as zero and cost nothing.
+//   - Synthetic: no bytes are stored for generated content. A page filled
+//     with a content class (Fill, FillMix, a Pattern) reads as
+//     Generate(class, seed, page, generation); only bytes written
+//     explicitly are kept, in a sparse overlay. Metadata is five bytes a
+//     page, so 64 GiB of guest RAM and a 24 GiB framebuffer cost about
+//     115 MiB.
+//
+// # Content
+//
+// A page's content class (zero, model weights, activations, text, random,
+// or explicit bytes) and its generation — how many times it was written —
+// are kept beside it. Generated content is a pure function of the window's
+// seed, the page's index in its window, its generation and its class, so
+// a migration's destination that maps a window with the same seed can
+// regenerate a page instead of receiving its bytes, and a result is the
+// same on every machine. Mixes assign classes to pages by ratio; the
+// standard mixes are those the copy engine is benchmarked on.
+//
+// # Dirty logging
+//
+// Every change to a page marks it in the dirty log of its root and of its
+// window. CollectDirty takes the marked pages into a reusable PageSet and
+// clears them; a write that races a collect is reported by that collect or
+// the next, never lost. The log is a bitmap of 64-bit words set with atomic
+// OR and collected with atomic swap, and a PageSet is iterated by counting
+// trailing zeros, so collecting 1 % of a 24 GiB space takes well under a
+// millisecond and allocates nothing.
+//
+// # Write patterns
+//
+// A Pattern writes a Region at a rate in bytes per second of simulated
+// time — uniformly, to a hot set, as a sweep, or as whole-buffer rewrites —
+// carrying the fractional page from one step to the next, so that many
+// small steps write exactly what one large step does.
+//
+// # Concurrency
+//
+// A Region is safe for concurrent use: each page is guarded by one of 256
+// striped locks, so a page is never seen half written. A Pattern is not
+// safe for concurrent use.
+package memory

@@ -1,0 +1,82 @@
+package memory
+
+import "fmt"
+
+// MixPart is one class of a Mix and its weight.
+type MixPart struct {
+	Class  Class
+	Weight uint32
+}
+
+// Mix assigns each page a content class by ratio. The class of a page is a
+// pure function of (seed, page), so a page keeps its class across
+// rewrites: a page of weights stays weights.
+type Mix struct {
+	Name  string
+	Parts []MixPart
+}
+
+// The standard mixes. Realistic follows the mixed corpus the copy path is
+// tuned on: 40 % zero, 30 % weights, 20 % text, 10 % random.
+var (
+	MixZero        = Mix{Name: "zero", Parts: []MixPart{{ClassZero, 1}}}
+	MixWeights     = Mix{Name: "weights", Parts: []MixPart{{ClassWeights, 1}}}
+	MixActivations = Mix{Name: "activations", Parts: []MixPart{{ClassActivations, 1}}}
+	MixText        = Mix{Name: "text", Parts: []MixPart{{ClassText, 1}}}
+	MixRandom      = Mix{Name: "random", Parts: []MixPart{{ClassRandom, 1}}}
+	MixRealistic   = Mix{Name: "realistic", Parts: []MixPart{
+		{ClassZero, 40}, {ClassWeights, 30}, {ClassText, 20}, {ClassRandom, 10},
+	}}
+)
+
+// Mixes returns the standard mixes that benchmarks compare, in a fixed
+// order: zero, weights, text, random, realistic.
+func Mixes() []Mix {
+	return []Mix{MixZero, MixWeights, MixText, MixRandom, MixRealistic}
+}
+
+// MixByName returns the standard mix with the given name (any of Mixes, or
+// "activations").
+func MixByName(name string) (Mix, error) {
+	for _, m := range append(Mixes(), MixActivations) {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return Mix{}, configError("unknown mix %q", name)
+}
+
+// Validate reports whether m has at least one part, a positive total
+// weight and only generated classes.
+func (m Mix) Validate() error {
+	var total uint64
+	for _, p := range m.Parts {
+		if !p.Class.Generated() {
+			return fmt.Errorf("%w: mix %q uses class %v", ErrClass, m.Name, p.Class)
+		}
+		total += uint64(p.Weight)
+	}
+	if total == 0 || total > 1<<32 {
+		return configError("mix %q has total weight %d", m.Name, total)
+	}
+	return nil
+}
+
+// ClassOf returns the class of page under seed. m must be valid.
+func (m Mix) ClassOf(seed, page uint64) Class {
+	if len(m.Parts) == 1 {
+		return m.Parts[0].Class
+	}
+	var total uint64
+	for _, p := range m.Parts {
+		total += uint64(p.Weight)
+	}
+	x := mix64(mix64(seed^0x6a09e667f3bcc909)^page) % total
+	for _, p := range m.Parts {
+		if x < uint64(p.Weight) {
+			return p.Class
+		}
+		x -= uint64(p.Weight)
+	}
+	return m.Parts[len(m.Parts)-1].Class
+}

@@ -1,0 +1,141 @@
+package memory
+
+import (
+	"iter"
+	"math/bits"
+)
+
+// PageSet is a set of page indices in [0, Cap()), held as a bitmap. The zero
+// value is an empty set of capacity zero; CollectDirty and Reset size it.
+// A PageSet is reused across collects so that collecting allocates nothing.
+// It is not safe for concurrent use.
+type PageSet struct {
+	words []uint64
+	pages int
+}
+
+// NewPageSet returns an empty set able to hold pages [0, pages).
+func NewPageSet(pages int) *PageSet {
+	s := &PageSet{}
+	s.Reset(pages)
+	return s
+}
+
+// Reset empties the set and sets its capacity to pages, reusing its storage
+// where it is large enough.
+func (s *PageSet) Reset(pages int) {
+	if pages < 0 {
+		pages = 0
+	}
+	n := wordsFor(pages)
+	if cap(s.words) < n {
+		s.words = make([]uint64, n)
+	} else {
+		s.words = s.words[:n]
+		clear(s.words)
+	}
+	s.pages = pages
+}
+
+// Cap returns the number of pages the set can hold.
+func (s *PageSet) Cap() int { return s.pages }
+
+// Add inserts page p. A page outside [0, Cap()) is ignored and Add reports
+// false.
+func (s *PageSet) Add(p int) bool {
+	if uint(p) >= uint(s.pages) {
+		return false
+	}
+	s.words[p>>6] |= 1 << (uint(p) & 63)
+	return true
+}
+
+// Remove deletes page p if present.
+func (s *PageSet) Remove(p int) {
+	if uint(p) < uint(s.pages) {
+		s.words[p>>6] &^= 1 << (uint(p) & 63)
+	}
+}
+
+// Has reports whether page p is in the set.
+func (s *PageSet) Has(p int) bool {
+	return uint(p) < uint(s.pages) && s.words[p>>6]&(1<<(uint(p)&63)) != 0
+}
+
+// Len returns the number of pages in the set.
+func (s *PageSet) Len() int {
+	n := 0
+	for _, w := range s.words {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Clear empties the set, keeping its capacity.
+func (s *PageSet) Clear() { clear(s.words) }
+
+// Union adds every page of o that fits in s.
+func (s *PageSet) Union(o *PageSet) {
+	n := min(len(s.words), len(o.words))
+	for i := range n {
+		s.words[i] |= o.words[i]
+	}
+	s.trim()
+}
+
+// Next returns the smallest page >= p in the set, or -1 if there is none.
+func (s *PageSet) Next(p int) int {
+	if p < 0 {
+		p = 0
+	}
+	if p >= s.pages {
+		return -1
+	}
+	i := p >> 6
+	w := s.words[i] &^ (1<<(uint(p)&63) - 1)
+	for {
+		if w != 0 {
+			return i<<6 + bits.TrailingZeros64(w)
+		}
+		i++
+		if i >= len(s.words) {
+			return -1
+		}
+		w = s.words[i]
+	}
+}
+
+// All yields the pages of the set in increasing order. The set must not be
+// changed during the iteration.
+func (s *PageSet) All() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i, w := range s.words {
+			for w != 0 {
+				if !yield(i<<6 + bits.TrailingZeros64(w)) {
+					return
+				}
+				w &= w - 1
+			}
+		}
+	}
+}
+
+// AppendTo appends the pages of the set to dst in increasing order.
+func (s *PageSet) AppendTo(dst []int) []int {
+	for i, w := range s.words {
+		for w != 0 {
+			dst = append(dst, i<<6+bits.TrailingZeros64(w))
+			w &= w - 1
+		}
+	}
+	return dst
+}
+
+// trim clears bits past Cap() in the last word.
+func (s *PageSet) trim() {
+	if r := uint(s.pages) & 63; r != 0 && len(s.words) > 0 {
+		s.words[len(s.words)-1] &= 1<<r - 1
+	}
+}
+
+func wordsFor(pages int) int { return (pages + 63) >> 6 }

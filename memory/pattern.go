@@ -1,0 +1,205 @@
+package memory
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// PatternKind is the shape of the writes a Pattern makes.
+type PatternKind uint8
+
+const (
+	// Uniform writes pages chosen uniformly at random.
+	Uniform PatternKind = iota + 1
+	// HotSet sends HotShare of the writes to a hot set of HotFraction of
+	// the pages (the first pages of the range), the rest uniformly to the
+	// others.
+	HotSet
+	// Sweep writes the pages in order, wrapping around at the end.
+	Sweep
+	// Rewrite rewrites the whole range in order, one pass an iteration, as
+	// a training step rewrites a model's weights; Iterations counts the
+	// passes completed.
+	Rewrite
+)
+
+func (k PatternKind) String() string {
+	switch k {
+	case Uniform:
+		return "uniform"
+	case HotSet:
+		return "hotset"
+	case Sweep:
+		return "sweep"
+	case Rewrite:
+		return "rewrite"
+	}
+	return fmt.Sprintf("PatternKind(%d)", uint8(k))
+}
+
+// MaxRateBytesPerSec bounds a Pattern's rate (1 PB/s).
+const MaxRateBytesPerSec = 1e15
+
+// PatternConfig describes a Pattern.
+type PatternConfig struct {
+	Kind PatternKind
+	// RateBytesPerSec is how many bytes of pages the pattern writes a
+	// second of simulated time. Zero writes nothing.
+	RateBytesPerSec int64
+	// FirstPage and Pages select the range written; Pages zero means to
+	// the end of the region.
+	FirstPage, Pages int
+	// HotFraction and HotShare shape HotSet; zero means 0.1 and 0.9.
+	HotFraction, HotShare float64
+	// Mix chooses each written page's content class; an empty Mix means
+	// MixRealistic.
+	Mix Mix
+	// Seed drives the choice of pages.
+	Seed uint64
+}
+
+// Pattern writes a Region at a rate over simulated time. Advancing it by d
+// writes exactly rate×d worth of pages, carrying the fractional page to the
+// next call, so many small steps write the same pages as one large step. It
+// is not safe for concurrent use; the Region it writes is.
+type Pattern struct {
+	r        *Region
+	cfg      PatternConfig
+	rng      wyrand
+	hotPages int
+	hotBound uint64 // a draw below it goes to the hot set
+	carry    uint64 // byte-nanoseconds not yet making up a page
+	cursor   int
+	written  int64
+	passes   int64
+}
+
+// NewPattern returns a Pattern over r.
+func NewPattern(r *Region, cfg PatternConfig) (*Pattern, error) {
+	if cfg.Pages == 0 {
+		cfg.Pages = r.Pages() - cfg.FirstPage
+	}
+	if cfg.FirstPage < 0 || cfg.Pages <= 0 || cfg.FirstPage > r.Pages()-cfg.Pages {
+		return nil, configError("pattern range [%d, +%d) outside %d pages", cfg.FirstPage, cfg.Pages, r.Pages())
+	}
+	if cfg.Kind < Uniform || cfg.Kind > Rewrite {
+		return nil, configError("unknown pattern %v", cfg.Kind)
+	}
+	if cfg.HotFraction == 0 {
+		cfg.HotFraction = 0.1
+	}
+	if cfg.HotShare == 0 {
+		cfg.HotShare = 0.9
+	}
+	if !(cfg.HotFraction > 0 && cfg.HotFraction <= 1 && cfg.HotShare >= 0 && cfg.HotShare <= 1) {
+		return nil, configError("hot fraction %v and share %v must lie in (0, 1] and [0, 1]", cfg.HotFraction, cfg.HotShare)
+	}
+	if len(cfg.Mix.Parts) == 0 {
+		cfg.Mix = MixRealistic
+	}
+	if err := cfg.Mix.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pattern{r: r, rng: wyrand(mix64(cfg.Seed ^ 0x510e527fade682d1))}
+	p.cfg = cfg
+	if err := p.SetRate(cfg.RateBytesPerSec); err != nil {
+		return nil, err
+	}
+	p.hotPages = max(1, int(cfg.HotFraction*float64(cfg.Pages)))
+	p.hotBound = uint64(cfg.HotShare * (1 << 63))
+	return p, nil
+}
+
+// SetRate changes the rate from the next Advance on, as a migration
+// throttles a workload; the fractional page carried so far is kept.
+func (p *Pattern) SetRate(bytesPerSec int64) error {
+	if bytesPerSec < 0 || bytesPerSec > MaxRateBytesPerSec {
+		return fmt.Errorf("%w: %d bytes/s", ErrRate, bytesPerSec)
+	}
+	p.cfg.RateBytesPerSec = bytesPerSec
+	return nil
+}
+
+// Rate returns the rate in bytes per second.
+func (p *Pattern) Rate() int64 { return p.cfg.RateBytesPerSec }
+
+// Written returns the number of page writes made so far.
+func (p *Pattern) Written() int64 { return p.written }
+
+// Iterations returns the number of whole passes over the range completed
+// by a Sweep or Rewrite pattern.
+func (p *Pattern) Iterations() int64 { return p.passes }
+
+// Due returns how many pages an Advance by d would write, without writing.
+func (p *Pattern) Due(d time.Duration) (int64, error) {
+	n, _, err := p.due(d)
+	return n, err
+}
+
+// due computes (carry + rate×d) / (pageSize × 1e9) exactly in 128 bits.
+func (p *Pattern) due(d time.Duration) (int64, uint64, error) {
+	if d < 0 {
+		return 0, 0, fmt.Errorf("%w: negative interval %v", ErrRate, d)
+	}
+	div := uint64(p.r.PageSize()) * uint64(time.Second)
+	hi, lo := bits.Mul64(uint64(p.cfg.RateBytesPerSec), uint64(d))
+	lo, c := bits.Add64(lo, p.carry, 0)
+	hi += c
+	if hi >= div {
+		return 0, 0, fmt.Errorf("%w: %v at %d bytes/s", ErrRate, d, p.cfg.RateBytesPerSec)
+	}
+	q, rem := bits.Div64(hi, lo, div)
+	if q > 1<<62 {
+		return 0, 0, fmt.Errorf("%w: %v at %d bytes/s", ErrRate, d, p.cfg.RateBytesPerSec)
+	}
+	return int64(q), rem, nil
+}
+
+// Advance writes the pages due for d of simulated time and returns how many
+// it wrote.
+func (p *Pattern) Advance(d time.Duration) (int64, error) {
+	n, rem, err := p.due(d)
+	if err != nil {
+		return 0, err
+	}
+	for i := int64(0); i < n; i++ {
+		page := p.cfg.FirstPage + p.nextPage()
+		if err := p.r.fillPage(page, p.cfg.Mix.ClassOf(p.r.seed, uint64(page))); err != nil {
+			return i, err
+		}
+		p.written++
+	}
+	p.carry = rem
+	return n, nil
+}
+
+// nextPage returns the next page, relative to the range, to write.
+func (p *Pattern) nextPage() int {
+	n := p.cfg.Pages
+	switch p.cfg.Kind {
+	case Uniform:
+		return int(uniform(p.rng.next(), uint64(n)))
+	case HotSet:
+		cold := n - p.hotPages
+		if cold == 0 || p.rng.next()>>1 < p.hotBound {
+			return int(uniform(p.rng.next(), uint64(p.hotPages)))
+		}
+		return p.hotPages + int(uniform(p.rng.next(), uint64(cold)))
+	default: // Sweep, Rewrite
+		page := p.cursor
+		p.cursor++
+		if p.cursor == n {
+			p.cursor = 0
+			p.passes++
+		}
+		return page
+	}
+}
+
+// uniform maps a uniform 64-bit draw onto [0, n) by multiply-high, which is
+// unbiased enough for page choice and needs no division.
+func uniform(x, n uint64) uint64 {
+	hi, _ := bits.Mul64(x, n)
+	return hi
+}

@@ -1,0 +1,184 @@
+package memory
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// lockStripes is the number of page locks of an address space. Page p is
+// guarded by lock p mod lockStripes: enough stripes that writers of
+// different pages rarely meet, few enough that a region's locks fit in 16 KiB.
+const lockStripes = 256
+
+type paddedRWMutex struct {
+	sync.RWMutex
+	_ [64 - 24]byte // one lock a cache line, so stripes do not share lines
+}
+
+// space is the state a root Region and its windows share: the backing and
+// the per-page metadata. classes and gens of page p are read and written
+// only under p's lock.
+type space struct {
+	pageSize int
+	shift    uint
+	pages    int
+	kind     Kind
+	seed     uint64
+	back     backing
+	classes  []Class
+	gens     []uint32
+	locks    []paddedRWMutex
+	root     *Region
+
+	mapMu   sync.Mutex                // serializes Map and Unmap
+	windows atomic.Pointer[[]*Region] // mapped windows sorted by first page; never mutated in place
+
+	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
+}
+
+func newSpace(cfg Config) *space {
+	pages := int(cfg.SizeBytes / int64(cfg.PageSize))
+	shift := uint(0)
+	for 1<<shift < cfg.PageSize {
+		shift++
+	}
+	sp := &space{
+		pageSize: cfg.PageSize,
+		shift:    shift,
+		pages:    pages,
+		kind:     cfg.Kind,
+		seed:     cfg.Seed,
+		classes:  make([]Class, pages),
+		gens:     make([]uint32, pages),
+		locks:    make([]paddedRWMutex, lockStripes),
+	}
+	if cfg.Kind == Dense {
+		sp.back = newDense(pages, shift)
+	} else {
+		sp.back = newSparse(pages, cfg.PageSize)
+	}
+	sp.scratch.New = func() any { b := make([]byte, sp.pageSize); return &b }
+	return sp
+}
+
+func (sp *space) lock(p int) *sync.RWMutex { return &sp.locks[p&(lockStripes-1)].RWMutex }
+
+// windowAt returns the mapped window holding absolute page p, or nil.
+func (sp *space) windowAt(p int) *Region {
+	ws := sp.windows.Load()
+	if ws == nil {
+		return nil
+	}
+	list := *ws
+	i := sort.Search(len(list), func(i int) bool { return list[i].first+list[i].pages > p })
+	if i < len(list) && list[i].first <= p {
+		return list[i]
+	}
+	return nil
+}
+
+// target is one page of an access resolved to the address space: its
+// absolute index, the key of its generated content, and the window whose
+// dirty log it also marks.
+type target struct {
+	abs  int
+	seed uint64
+	key  uint64
+	win  *Region
+}
+
+// storesGenerated reports whether generated content is materialized into
+// the backing (Dense, Sparse) or produced on read (Synthetic).
+func (sp *space) storesGenerated() bool { return sp.kind != Synthetic }
+
+// readLocked copies bytes [off, off+len(dst)) of page t into dst. The page
+// lock is held.
+func (sp *space) readLocked(t target, off int, dst []byte) {
+	if buf := sp.back.page(t.abs); buf != nil {
+		copy(dst, buf[off:])
+		return
+	}
+	c := sp.classes[t.abs]
+	if c == ClassZero {
+		clear(dst)
+		return
+	}
+	gen := sp.gens[t.abs]
+	if off == 0 && len(dst) == sp.pageSize {
+		Generate(dst, c, t.seed, t.key, gen)
+		return
+	}
+	bp := sp.scratch.Get().(*[]byte)
+	Generate(*bp, c, t.seed, t.key, gen)
+	copy(dst, (*bp)[off:])
+	sp.scratch.Put(bp)
+}
+
+// writeLocked stores src at offset off of page t and bumps its generation.
+// The page lock is held.
+func (sp *space) writeLocked(t target, off int, src []byte) {
+	c := sp.classes[t.abs]
+	buf := sp.back.page(t.abs)
+	switch {
+	case buf == nil && c == ClassZero && IsZero(src):
+		// Zeros over a zero page change nothing but the generation, and
+		// a sparse backing must not allocate for them.
+	case buf == nil:
+		buf = sp.back.alloc(t.abs)
+		if c != ClassZero && len(src) < sp.pageSize {
+			Generate(buf, c, t.seed, t.key, sp.gens[t.abs])
+		}
+		copy(buf[off:], src)
+		c = ClassExplicit
+	case c == ClassZero && IsZero(src):
+	default:
+		copy(buf[off:], src)
+		c = ClassExplicit
+	}
+	sp.classes[t.abs] = c
+	sp.gens[t.abs]++
+}
+
+// setLocked gives page t class c at generation gen: generated content, or
+// zero. The page lock is held.
+func (sp *space) setLocked(t target, c Class, gen uint32) {
+	if c == ClassZero || !sp.storesGenerated() {
+		sp.back.release(t.abs)
+	} else {
+		Generate(sp.back.alloc(t.abs), c, t.seed, t.key, gen)
+	}
+	sp.classes[t.abs] = c
+	sp.gens[t.abs] = gen
+}
+
+// storeLocked stores a whole page of bytes at generation gen. The page
+// lock is held.
+func (sp *space) storeLocked(t target, data []byte, gen uint32) {
+	if IsZero(data) {
+		sp.setLocked(t, ClassZero, gen)
+		return
+	}
+	copy(sp.back.alloc(t.abs), data)
+	sp.classes[t.abs] = ClassExplicit
+	sp.gens[t.abs] = gen
+}
+
+// scrubLocked returns page p to its initial state: zero, generation 0.
+func (sp *space) scrubLocked(p int) {
+	if sp.classes[p] != ClassZero || sp.back.page(p) != nil {
+		sp.back.release(p)
+	}
+	sp.classes[p] = ClassZero
+	sp.gens[p] = 0
+}
+
+// scrub scrubs pages [first, first+n), taking each page's lock in turn.
+func (sp *space) scrub(first, n int) {
+	for p := first; p < first+n; p++ {
+		l := sp.lock(p)
+		l.Lock()
+		sp.scrubLocked(p)
+		l.Unlock()
+	}
+}
