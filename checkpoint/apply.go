@@ -1,0 +1,208 @@
+package checkpoint
+
+import (
+	"io"
+
+	"github.com/vgpusim/vgpusim/memory"
+)
+
+// RegionRef binds a region id of a stream to a memory.Region: the source
+// a Writer reads, or the destination an Applier writes.
+type RegionRef struct {
+	// ID is the region's id in the stream.
+	ID uint32
+	// Region is the memory it stands for.
+	Region *memory.Region
+}
+
+// Applier applies a stream to destination regions. The regions belong to
+// the Applier from NewApplier until Commit: no VM may run on them. Each
+// page is applied only after its record's check value (and
+// authentication) verified. If the stream fails — a bad record, a
+// truncation, a digest that does not match — or the caller aborts, every
+// destination region is scrubbed: nothing of a failed stream is left
+// behind. Commit succeeds only after the end-of-stream record has been
+// read and verified, including the regions' content digests if the writer
+// sent them.
+//
+// An Applier is not safe for concurrent use.
+type Applier struct {
+	rd      *Reader
+	dst     []*memory.Region // by index in Metadata.Regions
+	devices []DeviceState
+	state   applierState
+	err     error
+}
+
+type applierState uint8
+
+const (
+	applying applierState = iota
+	verified
+	committed
+	failed
+)
+
+// NewApplier returns an Applier of the stream rd, which must not have
+// returned any record yet, into dst: exactly one destination for each
+// region the metadata declares, with the declared page size, page count
+// and seed. The destinations are scrubbed first, so that what they hold
+// after Commit is exactly what the stream sent.
+func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	if rd.cur != 0 || rd.done {
+		return nil, newError(ErrState, rd.Offset(), -1, "reader has already returned records")
+	}
+	meta := rd.Metadata()
+	a := &Applier{rd: rd, dst: make([]*memory.Region, len(meta.Regions))}
+	for _, d := range dst {
+		i := meta.region(d.ID)
+		if i < 0 {
+			return nil, invalid("destination for undeclared region %d", d.ID)
+		}
+		if a.dst[i] != nil {
+			return nil, invalid("two destinations for region %d", d.ID)
+		}
+		ri, r := meta.Regions[i], d.Region
+		if r == nil || r.PageSize() != ri.PageSize || r.Pages() != ri.Pages() || r.Seed() != ri.Seed {
+			return nil, invalid("destination for region %d does not match its declaration (%d pages of %d bytes, seed %#x)",
+				d.ID, ri.Pages(), ri.PageSize, ri.Seed)
+		}
+		a.dst[i] = r
+	}
+	for i, r := range a.dst {
+		if r == nil {
+			return nil, invalid("no destination for region %d", meta.Regions[i].ID)
+		}
+	}
+	for _, r := range a.dst {
+		if err := r.Scrub(); err != nil {
+			return nil, invalid("destination").withCause(err)
+		}
+	}
+	return a, nil
+}
+
+// Step reads and applies the next record and returns its type; after the
+// end of the stream it returns io.EOF. A migration's destination calls it
+// until RecordEndRound to apply one round as it arrives.
+func (a *Applier) Step() (RecordType, error) {
+	switch a.state {
+	case failed:
+		return 0, a.err
+	case verified, committed:
+		return 0, io.EOF
+	}
+	t, err := a.rd.Next()
+	if err != nil {
+		return 0, a.fail(err)
+	}
+	switch t {
+	case RecordPageBatch:
+		b := a.rd.Batch()
+		r := a.dst[b.region]
+		for i := range b.Len() {
+			p := b.Page(i)
+			var err error
+			if p.Kind == PageZero {
+				err = r.StoreGenerated(p.Index, memory.ClassZero, p.Gen)
+			} else {
+				err = r.StorePage(p.Index, p.Data, p.Gen)
+			}
+			if err != nil {
+				return 0, a.fail(newError(ErrState, a.rd.Offset(), -1, "destination region %d", b.Region).withCause(err))
+			}
+		}
+	case RecordDeviceState:
+		ds := a.rd.DeviceState()
+		ds.Data = append([]byte(nil), ds.Data...)
+		a.devices = append(a.devices, ds)
+	case RecordEndStream:
+		if err := a.verifyDigests(); err != nil {
+			return 0, a.fail(err)
+		}
+		a.state = verified
+	}
+	return t, nil
+}
+
+func (a *Applier) verifyDigests() error {
+	meta := a.rd.Metadata()
+	end := a.rd.StreamEnd()
+	for _, d := range end.RegionDigests {
+		got, err := a.dst[meta.region(d.Region)].Digest()
+		if err != nil {
+			return newError(ErrState, a.rd.Offset(), -1, "destination region %d", d.Region).withCause(err)
+		}
+		if got != d.Digest {
+			return newError(ErrChecksum, a.rd.Offset(), -1, "region %d content digest computed %#016x, stream says %#016x", d.Region, got, d.Digest)
+		}
+	}
+	return nil
+}
+
+// Run applies records until the end of the stream has been verified.
+func (a *Applier) Run() error {
+	for {
+		if _, err := a.Step(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+// Verified reports whether the whole stream has been applied and
+// verified, so that Commit will succeed.
+func (a *Applier) Verified() bool { return a.state == verified }
+
+// Commit hands the destination regions back to the caller, to run the VM
+// on. It fails with ErrState unless the end of the stream was verified.
+func (a *Applier) Commit() error {
+	switch a.state {
+	case verified:
+		a.state = committed
+		return nil
+	case committed:
+		return nil
+	case failed:
+		return newError(ErrState, a.rd.Offset(), -1, "stream failed").withCause(a.err)
+	}
+	return newError(ErrState, a.rd.Offset(), -1, "end of stream not verified")
+}
+
+// Abort gives up the stream: the destination regions are scrubbed. It does
+// nothing after Commit, and is harmless after a failure.
+func (a *Applier) Abort() {
+	if a.state != committed && a.state != failed {
+		a.fail(newError(ErrState, a.rd.Offset(), -1, "aborted"))
+	}
+}
+
+// Err returns the error that stopped the Applier, if any.
+func (a *Applier) Err() error { return a.err }
+
+// DeviceStates returns the device states the stream carried, in stream
+// order, once the end of the stream has been verified; before that, or
+// after a failure, it returns nil. The blobs are copies the caller owns.
+func (a *Applier) DeviceStates() []DeviceState {
+	if a.state != verified && a.state != committed {
+		return nil
+	}
+	return a.devices
+}
+
+// fail scrubs every destination and makes err sticky.
+func (a *Applier) fail(err error) error {
+	if a.state == failed {
+		return a.err
+	}
+	a.state, a.err, a.devices = failed, err, nil
+	for _, r := range a.dst {
+		// A region unmapped under us has nothing left to scrub.
+		_ = r.Scrub()
+	}
+	return err
+}

@@ -1,0 +1,99 @@
+// Package checkpoint is the stream format for device state and memory
+// pages: the same stream carries a live migration, written round by round
+// while the VM runs, and a suspended VM at rest in a file. The stream is
+// versioned, self-describing, checksummed, optionally compressed and
+// optionally encrypted, and every byte of it is deterministic: the caller
+// supplies the stream id and the key, and nothing depends on time, map
+// order or randomness.
+//
+// The destination of a migration treats the stream as hostile. A bad
+// stream fails cleanly: with a typed error that says where, without a
+// panic, within the memory its limits allow, and leaving nothing behind.
+//
+// FORMAT.md, beside this file, draws the byte layout and states the
+// compatibility and encryption rules.
+//
+// # Streams
+//
+// A stream is a header (magic, version, flags, stream id), then records,
+// each with a type code, a length, a sequence number, a payload and a check
+// value that chains the previous record's. The first record declares the VM,
+// its GPU model and vGPU profiles, and its regions (id, size, page size,
+// seed); then come page batches, device states and ends of rounds; the last
+// record is the end of the stream. A migration's stream looks like this:
+//
+//	source                                            destination
+//	  |  header, metadata                                  |
+//	  |--------------------------------------------------->|  NewReader, NewApplier
+//	  |  round 0: every non-zero page, end of round 0      |
+//	  |--------------------------------------------------->|  Step until RecordEndRound
+//	  |  round 1: pages dirtied meanwhile, end of round 1  |
+//	  |--------------------------------------------------->|  ...
+//	  |  (stun) device states, last pages, end of stream   |
+//	  |--------------------------------------------------->|  Run, then Commit
+//
+// # Writing
+//
+// Writer writes a whole stream: WritePage or WriteRegion add pages to a
+// batch of up to WriterOptions.BatchBytes (1 MiB by default), which is
+// written when full; EndRound closes a round; WriteDeviceState, Close. A
+// Writer is reused with Reset.
+//
+// It is built of two parts that a parallel copy engine uses separately.
+// A BatchEncoder, one per goroutine, turns pages into a page batch payload:
+// zero pages are elided, pages that look incompressible are sent raw, the
+// rest share one zstd frame; its buffers are reused, so a batch allocates
+// nothing once warm. A RecordWriter, on one goroutine, writes the payloads
+// in order: it assigns sequence numbers, seals payloads, chains check
+// values. Writer.WriteBatch is the ordered stage that takes batches
+// encoded elsewhere and keeps the round and stream counts.
+//
+// # Reading
+//
+// Reader reads a whole stream and hands over its records one at a time:
+// Next returns the type, Batch, DeviceState, RoundEnd and StreamEnd the
+// contents. It is built the same way: a RecordReader checks the framing,
+// limits, sequence, check value and authentication of each record before
+// anything looks inside it; a BatchDecoder decodes page batches against the
+// metadata and the limits.
+//
+// # Applying
+//
+// An Applier applies a stream to destination regions, one per declared
+// region, with the same page size, page count and seed. The regions belong
+// to it until Commit, which succeeds only after the end-of-stream record has
+// verified, including the regions' content digests if the writer sent them.
+// If the stream fails, or the caller aborts, every destination region is
+// scrubbed. Device states are handed over, as copies, after the end
+// verified.
+//
+// Save writes a suspended VM — regions and device states — to a stream;
+// Restore reads it back into fresh regions, byte for byte and generation for
+// generation.
+//
+// # Encryption
+//
+// With a key, every record payload is sealed with AES-256-GCM; the nonce is
+// the sequence number and the headers are associated data, so a record
+// cannot be altered, dropped, replayed or moved without failing with
+// ErrAuth. Writers and readers have modes — disabled, opportunistic,
+// required — and a reader refuses, with ErrEncryptionMode, a stream its
+// mode does not accept (FORMAT.md has the table).
+//
+// # Errors and limits
+//
+// Every error is an *Error carrying the byte offset where the problem was
+// found and wrapping one sentinel: ErrBadMagic, ErrVersion, ErrChecksum,
+// ErrSequence, ErrTruncated, ErrLimit, ErrMalformed, ErrUnknownRecord,
+// ErrAuth, ErrEncryptionMode, and, for the caller's own mistakes, ErrWrite,
+// ErrInvalid and ErrState. Readers' errors are sticky. Limits bound record
+// size, batch size, pages per record, zstd window and memory, device state
+// and metadata size, region count and stream length; every zero field has a
+// safe default.
+//
+// # Concurrency
+//
+// No type is safe for concurrent use. A parallel engine gives each goroutine
+// its own BatchEncoder or BatchDecoder and keeps one RecordWriter or Reader
+// for the ordered part.
+package checkpoint

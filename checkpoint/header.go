@@ -1,0 +1,101 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The version this package writes. A reader accepts any stream of the same
+// major version whose critical records and flags it knows (see FORMAT.md).
+const (
+	VersionMajor = 1
+	VersionMinor = 0
+)
+
+// magic starts every stream. As PNG's signature does, it has a high-bit
+// byte (caught by 7-bit channels), CR LF and LF (caught by line-ending
+// conversion) and a ^Z (stops a DOS type).
+const magic = "\x89CKP\r\n\x1a\n"
+
+// Header field offsets and sizes (FORMAT.md draws them).
+const (
+	offMajor      = 8
+	offMinor      = 10
+	offFlags      = 12
+	offHeaderSize = 14
+	offStreamID   = 16
+	// headerSizeV1 is the size of a version 1.0 header including its
+	// check value. A newer minor may append fields before the check; the
+	// header size field says where the check is.
+	headerSizeV1 = 40
+	// maxHeaderSize bounds the header a reader accepts.
+	maxHeaderSize = 4096
+)
+
+// Codec is the compression a stream's page batches may use.
+type Codec uint8
+
+// The codecs.
+const (
+	// CodecNone: every page is zero or raw.
+	CodecNone Codec = 0
+	// CodecZstd: compressible pages of a batch share one zstd frame.
+	CodecZstd Codec = 1
+)
+
+// String returns the codec's name.
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "none"
+	case CodecZstd:
+		return "zstd"
+	}
+	return "Codec(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Header flag bits. The low byte is critical: a reader rejects a bit it
+// does not know. The high byte is optional: a reader ignores bits it does
+// not know there.
+const (
+	flagCodecMask     = 0x000f
+	flagEncrypted     = 0x0010
+	flagCriticalKnown = flagCodecMask | flagEncrypted
+	flagCriticalMask  = 0x00ff
+)
+
+// StreamIDSize is the size of a stream id.
+const StreamIDSize = 16
+
+// Header is what a stream's header says.
+type Header struct {
+	// Major and Minor are the stream's version.
+	Major, Minor uint16
+	// Codec is the compression the stream's page batches may use.
+	Codec Codec
+	// Encrypted reports whether every record payload is sealed with
+	// AES-256-GCM.
+	Encrypted bool
+	// StreamID is chosen by the writer's caller; it names the stream and
+	// is authenticated with every record of an encrypted one.
+	StreamID [StreamIDSize]byte
+}
+
+// appendHeader appends the encoding of h (version 1.0 layout) with its
+// check value.
+func appendHeader(b []byte, h Header) []byte {
+	start := len(b)
+	b = append(b, magic...)
+	b = binary.LittleEndian.AppendUint16(b, h.Major)
+	b = binary.LittleEndian.AppendUint16(b, h.Minor)
+	flags := uint16(h.Codec) & flagCodecMask
+	if h.Encrypted {
+		flags |= flagEncrypted
+	}
+	b = binary.LittleEndian.AppendUint16(b, flags)
+	b = binary.LittleEndian.AppendUint16(b, headerSizeV1)
+	b = append(b, h.StreamID[:]...)
+	return binary.LittleEndian.AppendUint64(b, xxhash.Sum64(b[start:]))
+}

@@ -1,0 +1,235 @@
+package checkpoint
+
+import (
+	"io"
+)
+
+// Reader reads a whole stream: it checks the header, reads the metadata,
+// then hands over the records one by one, decoded and checked against the
+// metadata, the limits and the running counts and digests. It skips
+// optional records it does not know and rejects unknown critical ones.
+//
+// Next returns the type of the next record; Batch, DeviceState, RoundEnd
+// and StreamEnd return its contents, valid until the next call to Next.
+// After the end-of-stream record has been checked, Next returns io.EOF
+// without reading further, so a Reader can sit on a connection that stays
+// open. Errors are sticky *Error values. A Reader is not safe for
+// concurrent use.
+type Reader struct {
+	rr    *RecordReader
+	bd    *BatchDecoder
+	opts  ReaderOptions
+	meta  Metadata
+	newer bool // the stream's minor version is newer than this package's
+	tally tally
+	done  bool
+	err   error
+
+	cur    RecordType
+	batch  *Batch
+	device DeviceState
+	round  RoundEnd
+	end    StreamEnd
+}
+
+// NewReader reads the header and the metadata record of a stream from r.
+// A source without its own buffering is best wrapped in a bufio.Reader:
+// the Reader reads each record header and each payload with one call.
+func NewReader(r io.Reader, opts ReaderOptions) (*Reader, error) {
+	rd := &Reader{}
+	if err := rd.Reset(r, opts); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// Reset starts reading a new stream from r, keeping the Reader's buffers
+// and, when the limits are unchanged, its zstd decoder.
+func (rd *Reader) Reset(r io.Reader, opts ReaderOptions) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if rd.rr == nil {
+		rd.rr = &RecordReader{}
+	}
+	rd.opts, rd.done, rd.err, rd.cur = opts, false, nil, 0
+	if err := rd.rr.Reset(r, opts); err != nil {
+		return rd.fail(err)
+	}
+	hdr := rd.rr.Header()
+	rd.newer = hdr.Minor > VersionMinor
+	rec, err := rd.rr.Next()
+	switch {
+	case err == io.EOF:
+		return rd.fail(newError(ErrTruncated, rd.rr.Offset(), -1, "no metadata record"))
+	case err != nil:
+		return rd.fail(err)
+	case rec.Type != RecordMetadata:
+		return rd.fail(newError(ErrMalformed, rec.Offset, int64(rec.Seq), "first record is %v, not metadata", rec.Type))
+	case len(rec.Payload) > opts.Limits.MaxMetadataBytes:
+		return rd.fail(newError(ErrLimit, rec.Offset, int64(rec.Seq), "metadata of %d bytes, limit %d", len(rec.Payload), opts.Limits.MaxMetadataBytes))
+	}
+	if why := decodeMetadata(rec.Payload, &rd.meta, &opts.Limits, rd.newer); why != "" {
+		return rd.fail(newError(ErrMalformed, rec.Offset, int64(rec.Seq), "metadata: %s", why))
+	}
+	rd.tally.reset(len(rd.meta.Profiles))
+	if rd.bd == nil {
+		rd.bd = &BatchDecoder{}
+	}
+	return rd.bd.Reset(hdr, &rd.meta, opts.Limits)
+}
+
+// Close releases the zstd decoder. It does not close the io.Reader.
+func (rd *Reader) Close() error {
+	if rd.bd != nil {
+		rd.bd.Close()
+	}
+	return nil
+}
+
+// Header returns the stream's header.
+func (rd *Reader) Header() Header { return rd.rr.Header() }
+
+// Metadata returns the stream's metadata. It stays valid until Reset; the
+// caller must not change it.
+func (rd *Reader) Metadata() *Metadata { return &rd.meta }
+
+// Offset returns the number of bytes consumed so far.
+func (rd *Reader) Offset() int64 { return rd.rr.Offset() }
+
+// Err returns the error that stopped the reader, if any.
+func (rd *Reader) Err() error { return rd.err }
+
+// Done reports whether the end-of-stream record has been read and
+// checked.
+func (rd *Reader) Done() bool { return rd.done }
+
+func (rd *Reader) fail(err error) error {
+	rd.err = err
+	return err
+}
+
+// Next reads the next record and returns its type: RecordPageBatch,
+// RecordDeviceState, RecordEndRound or RecordEndStream. After the
+// end-of-stream record it returns io.EOF.
+func (rd *Reader) Next() (RecordType, error) {
+	if rd.err != nil {
+		return 0, rd.err
+	}
+	if rd.done {
+		return 0, io.EOF
+	}
+	for {
+		rec, err := rd.rr.Next()
+		if err == io.EOF {
+			return 0, rd.fail(newError(ErrTruncated, rd.rr.Offset(), -1, "stream ends before its end-of-stream record"))
+		}
+		if err != nil {
+			return 0, rd.fail(err)
+		}
+		malformed := func(format string, args ...any) (RecordType, error) {
+			return 0, rd.fail(newError(ErrMalformed, rec.Offset, int64(rec.Seq), format, args...))
+		}
+		rd.cur = rec.Type
+		switch rec.Type {
+		case RecordPageBatch:
+			b, err := rd.bd.Decode(rec)
+			if err != nil {
+				return 0, rd.fail(err)
+			}
+			rd.batch = b
+			rd.tally.add(b.Sum, b.Len(), b.ZeroPages())
+		case RecordDeviceState:
+			if why := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
+				return malformed("device state: %s", why)
+			}
+			if !rd.tally.addDevice(rd.device.Device, xxhashSum(rec.Payload)) {
+				return malformed("device %d: not declared, or its state sent twice", rd.device.Device)
+			}
+		case RecordEndRound:
+			if why := decodeRoundEnd(rec.Payload, &rd.round, rd.newer); why != "" {
+				return malformed("end of round: %s", why)
+			}
+			want := rd.tally.endRound()
+			if err := compareRound(&rd.round, &want); err != "" {
+				return malformed("end of round %d: %s", want.Round, err)
+			}
+			if rd.round.Digest != want.Digest {
+				return 0, rd.fail(newError(ErrChecksum, rec.Offset, int64(rec.Seq), "round %d digest computed %#016x, stream says %#016x", want.Round, want.Digest, rd.round.Digest))
+			}
+		case RecordEndStream:
+			if why := decodeStreamEnd(rec.Payload, &rd.end, rd.opts.Limits.MaxRegions, rd.newer); why != "" {
+				return malformed("end of stream: %s", why)
+			}
+			want := rd.tally.end()
+			if err := compareStream(&rd.end, &want, &rd.meta); err != "" {
+				return malformed("end of stream: %s", err)
+			}
+			if rd.end.Digest != want.Digest {
+				return 0, rd.fail(newError(ErrChecksum, rec.Offset, int64(rec.Seq), "stream digest computed %#016x, stream says %#016x", want.Digest, rd.end.Digest))
+			}
+			rd.done = true
+		case RecordMetadata:
+			return malformed("second metadata record")
+		default:
+			if rec.Type.Optional() {
+				continue
+			}
+			return 0, rd.fail(newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v", rec.Type))
+		}
+		return rec.Type, nil
+	}
+}
+
+func compareRound(got, want *RoundEnd) string {
+	switch {
+	case got.Round != want.Round:
+		return "round number " + utoa(got.Round)
+	case got.Records != want.Records:
+		return "record count " + utoa(got.Records) + ", counted " + utoa(want.Records)
+	case got.Pages != want.Pages || got.ZeroPages != want.ZeroPages:
+		return "page counts " + utoa(got.Pages) + "/" + utoa(got.ZeroPages) + ", counted " + utoa(want.Pages) + "/" + utoa(want.ZeroPages)
+	}
+	return ""
+}
+
+func compareStream(got, want *StreamEnd, meta *Metadata) string {
+	switch {
+	case got.Rounds != want.Rounds:
+		return "round count " + utoa(got.Rounds) + ", counted " + utoa(want.Rounds)
+	case got.Records != want.Records || got.DeviceStates != want.DeviceStates:
+		return "record counts " + utoa(got.Records) + "/" + utoa(got.DeviceStates) + ", counted " + utoa(want.Records) + "/" + utoa(want.DeviceStates)
+	case got.Pages != want.Pages || got.ZeroPages != want.ZeroPages:
+		return "page counts " + utoa(got.Pages) + "/" + utoa(got.ZeroPages) + ", counted " + utoa(want.Pages) + "/" + utoa(want.ZeroPages)
+	}
+	for i, d := range got.RegionDigests {
+		if meta.region(d.Region) < 0 {
+			return "digest of undeclared region " + utoa(uint64(d.Region))
+		}
+		for _, o := range got.RegionDigests[:i] {
+			if o.Region == d.Region {
+				return "two digests of region " + utoa(uint64(d.Region))
+			}
+		}
+	}
+	return ""
+}
+
+// Batch returns the page batch just read.
+func (rd *Reader) Batch() *Batch {
+	if rd.cur != RecordPageBatch {
+		return nil
+	}
+	return rd.batch
+}
+
+// DeviceState returns the device state just read. Its Data aliases the
+// reader's buffer.
+func (rd *Reader) DeviceState() DeviceState { return rd.device }
+
+// RoundEnd returns the end-of-round record just read.
+func (rd *Reader) RoundEnd() RoundEnd { return rd.round }
+
+// StreamEnd returns the end-of-stream record, once read.
+func (rd *Reader) StreamEnd() StreamEnd { return rd.end }

@@ -1,0 +1,82 @@
+package checkpoint
+
+import "fmt"
+
+// RecordType is the type code of a record. Code 0 is reserved as invalid.
+// The top bit marks an optional record, as the case of a PNG chunk name
+// does: a reader skips an optional record it does not know and rejects an
+// unknown critical one, so a newer minor version can add information a
+// reader may ignore without a reader mistaking it for something it can.
+type RecordType uint16
+
+// The record types of version 1.0. All are critical.
+const (
+	// RecordMetadata describes the stream: VM, GPU, profiles and regions.
+	// It is the first record, and only the first.
+	RecordMetadata RecordType = 0x0001
+	// RecordDeviceState carries one vGPU's opaque, versioned state.
+	RecordDeviceState RecordType = 0x0002
+	// RecordPageBatch carries pages of one region.
+	RecordPageBatch RecordType = 0x0003
+	// RecordEndRound closes a pre-copy round with its counts and digest.
+	RecordEndRound RecordType = 0x0004
+	// RecordEndStream closes the stream with its totals and digest. It is
+	// the last record.
+	RecordEndStream RecordType = 0x0005
+)
+
+// optionalBit marks an optional record type.
+const optionalBit = 0x8000
+
+// Optional reports whether t is an optional record type, one a reader
+// that does not know it skips.
+func (t RecordType) Optional() bool { return t&optionalBit != 0 }
+
+// Valid reports whether t is usable as a type code: neither 0 nor the
+// optional bit alone.
+func (t RecordType) Valid() bool { return t&^optionalBit != 0 }
+
+// Known reports whether this version of the package knows t.
+func (t RecordType) Known() bool { return t >= RecordMetadata && t <= RecordEndStream }
+
+// String returns the type's name.
+func (t RecordType) String() string {
+	switch t {
+	case RecordMetadata:
+		return "metadata"
+	case RecordDeviceState:
+		return "device-state"
+	case RecordPageBatch:
+		return "page-batch"
+	case RecordEndRound:
+		return "end-round"
+	case RecordEndStream:
+		return "end-stream"
+	}
+	if t.Optional() {
+		return fmt.Sprintf("optional(%#04x)", uint16(t))
+	}
+	return fmt.Sprintf("critical(%#04x)", uint16(t))
+}
+
+// Record is one record as the record layer hands it over: framing checked,
+// check value verified, payload decrypted.
+type Record struct {
+	// Type is the record's type code.
+	Type RecordType
+	// Seq is the record's sequence number, counted from 0 after the
+	// header.
+	Seq uint64
+	// Offset is the byte offset of the record's header in the stream.
+	Offset int64
+	// Payload is the plaintext payload. It aliases the reader's buffer
+	// and is valid until the next call to Next.
+	Payload []byte
+}
+
+// recordHeaderSize is the size of a record header: type (2), payload
+// length (4), sequence number (8).
+const recordHeaderSize = 14
+
+// checkSize is the size of a record's check value, and of the header's.
+const checkSize = 8

@@ -1,0 +1,265 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+var update = flag.Bool("update", false, "write missing golden streams and fuzz seeds under testdata")
+
+// goldenPage fills p with the content of page i of region r at
+// generation gen, from arithmetic of its own so that the golden streams
+// do not depend on the memory package's generators: zero, text-like or
+// noise, by page.
+func goldenPage(p []byte, r uint32, i int, gen uint32) {
+	switch (i + int(r)) % 4 {
+	case 0:
+		clear(p)
+	case 1, 2:
+		words := []string{"stun ", "round ", "page ", "dirty ", "copy ", "frame "}
+		for n := 0; n < len(p); {
+			n += copy(p[n:], words[(n/7+i+int(gen))%len(words)])
+		}
+	default:
+		x := uint64(r)<<40 | uint64(i)<<8 | uint64(gen) | 1
+		for n := range p {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			p[n] = byte(x >> 32)
+		}
+	}
+}
+
+// goldenStream writes the stream the golden files hold.
+func goldenStream(tb testing.TB, opts WriterOptions) []byte {
+	tb.Helper()
+	const ps = 1024
+	var buf bytes.Buffer
+	opts.StreamID = [StreamIDSize]byte{'g', 'o', 'l', 'd', 'e', 'n'}
+	opts.BatchBytes = 6 * ps
+	w, err := NewWriter(&buf, Metadata{
+		VMID: "vm-golden", GPUModel: "Tesla P40", Profiles: []string{"P40-1q", "P40-2q"},
+		Regions: []RegionInfo{{ID: 0, SizeBytes: 32 * ps, PageSize: ps, Seed: 1}, {ID: 7, SizeBytes: 8 * ps, PageSize: ps, Seed: 2}},
+	}, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer w.Release()
+	page := make([]byte, ps)
+	write := func(r uint32, i int, gen uint32) {
+		goldenPage(page, r, i, gen)
+		if err := w.WritePage(r, i, gen, page); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i := range 32 {
+		write(0, i, 1)
+	}
+	for i := range 8 {
+		write(7, i, 1)
+	}
+	if _, err := w.EndRound(); err != nil {
+		tb.Fatal(err)
+	}
+	for i := 3; i < 32; i += 4 {
+		write(0, i, 2)
+	}
+	if _, err := w.EndRound(); err != nil {
+		tb.Fatal(err)
+	}
+	for d := range 2 {
+		if err := w.WriteDeviceState(DeviceState{Device: uint32(d), Version: 1, Data: []byte(fmt.Sprintf("device %d state", d))}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	write(7, 5, 2)
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// contentSum reads a whole stream and hashes what it carries: every page
+// (region, index, generation, bytes), every device state, every summary.
+// Two streams with equal sums deliver the same thing, however encoded.
+func contentSum(tb testing.TB, data []byte, opts ReaderOptions) uint64 {
+	tb.Helper()
+	rd, err := NewReader(bytes.NewReader(data), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rd.Close()
+	h := xxhash.New()
+	m := rd.Metadata()
+	fmt.Fprintf(h, "%q %q %q %v\n", m.VMID, m.GPUModel, m.Profiles, m.Regions)
+	var zero []byte
+	for {
+		t, err := rd.Next()
+		if err != nil {
+			if rd.Done() {
+				return h.Sum64()
+			}
+			tb.Fatal(err)
+		}
+		switch t {
+		case RecordPageBatch:
+			b := rd.Batch()
+			ps := m.Regions[m.region(b.Region)].PageSize
+			for i := range b.Len() {
+				p := b.Page(i)
+				fmt.Fprintf(h, "page %d %d %d ", b.Region, p.Index, p.Gen)
+				if p.Data == nil {
+					zero = append(zero[:0], make([]byte, ps)...)
+					h.Write(zero)
+				} else {
+					h.Write(p.Data)
+				}
+			}
+		case RecordDeviceState:
+			ds := rd.DeviceState()
+			fmt.Fprintf(h, "device %d %d %q\n", ds.Device, ds.Version, ds.Data)
+		case RecordEndRound:
+			r := rd.RoundEnd()
+			fmt.Fprintf(h, "round %d %d %d %d\n", r.Round, r.Records, r.Pages, r.ZeroPages)
+		case RecordEndStream:
+			e := rd.StreamEnd()
+			fmt.Fprintf(h, "end %d %d %d %d %d\n", e.Rounds, e.Records, e.Pages, e.ZeroPages, e.DeviceStates)
+		}
+	}
+}
+
+// The golden streams: written by version 1.0 of the format and kept, so
+// that every later version of the package is tested against them. A new
+// version adds files; it never rewrites these.
+var goldenFiles = []struct {
+	file  string
+	wopts WriterOptions
+	ropts ReaderOptions
+	// stable: the bytes depend on this package only (no zstd), so
+	// today's writer must reproduce them exactly.
+	stable bool
+}{
+	{"stream-v1.0-none.ckpt", WriterOptions{Level: LevelNone}, ReaderOptions{}, true},
+	{"stream-v1.0-zstd.ckpt", WriterOptions{Level: LevelFastest}, ReaderOptions{}, false},
+	{"stream-v1.0-zstd-encrypted.ckpt",
+		WriterOptions{Level: LevelDefault, Encryption: EncryptionRequired, Key: testKey},
+		ReaderOptions{Encryption: EncryptionRequired, Key: testKey}, false},
+}
+
+// goldenContentSum is the content of the golden streams, as contentSum
+// hashes it.
+const goldenContentSum = 0xca34cf5420dae97d
+
+func TestGoldenStreams(t *testing.T) {
+	for _, g := range goldenFiles {
+		t.Run(g.file, func(t *testing.T) {
+			path := filepath.Join("testdata", g.file)
+			if _, err := os.Stat(path); *update && os.IsNotExist(err) {
+				// Only a missing file is written: the golden streams
+				// of past versions are never rewritten.
+				if err := os.WriteFile(path, goldenStream(t, g.wopts), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum := contentSum(t, data, g.ropts); sum != goldenContentSum {
+				t.Errorf("content sum %#016x, want %#016x", sum, uint64(goldenContentSum))
+			}
+			if g.stable && !bytes.Equal(goldenStream(t, g.wopts), data) {
+				t.Error("today's writer no longer produces the golden bytes: a format change needs a new version and a new golden file")
+			}
+		})
+	}
+}
+
+// TestWriterDeterministic writes the same content twice, under every
+// level and with encryption, and expects the same bytes.
+func TestWriterDeterministic(t *testing.T) {
+	for _, g := range goldenFiles {
+		if a, b := goldenStream(t, g.wopts), goldenStream(t, g.wopts); !bytes.Equal(a, b) {
+			t.Errorf("%s: two writes differ", g.file)
+		}
+	}
+}
+
+// newerMinor rewrites a version 1.0 stream as a later minor version would
+// write it: a longer header, fields appended to records that allow it, an
+// optional record this version does not know, and, if critical is set, a
+// critical one too.
+func newerMinor(tb testing.TB, data []byte, critical bool) []byte {
+	s := splitStream(tb, data)
+	h := s.header[:len(s.header)-checkSize]
+	binary.LittleEndian.PutUint16(h[offMinor:], VersionMinor+1)
+	binary.LittleEndian.PutUint16(h[offHeaderSize:], headerSizeV1+8)
+	h[offFlags+1] |= 0x40 // an optional flag
+	h = append(h, "newfield"...)
+	s.header = append(h, make([]byte, checkSize)...)
+	var recs []rawRecord
+	for i, r := range s.recs {
+		switch r.typ {
+		case RecordMetadata, RecordEndRound, RecordEndStream:
+			// A device state's payload is hashed whole into the
+			// digests, so fields appended to it would need the digests
+			// recomputed, as a newer writer would; these three are not.
+			r.payload = append(r.payload, 0x01, 0x02, 0x03)
+		}
+		recs = append(recs, r)
+		if i == 2 {
+			recs = append(recs, rawRecord{typ: optionalBit | 0x0123, payload: []byte("an annotation")})
+			if critical {
+				recs = append(recs, rawRecord{typ: 0x0123, payload: []byte("a new kind of pages")})
+			}
+		}
+	}
+	s.recs = recs
+	return s.join(true, true)
+}
+
+func TestVersionRules(t *testing.T) {
+	data := goldenStream(t, WriterOptions{})
+	want := contentSum(t, data, ReaderOptions{})
+	t.Run("newer minor with known critical records", func(t *testing.T) {
+		newer := newerMinor(t, data, false)
+		if got := contentSum(t, newer, ReaderOptions{}); got != want {
+			t.Fatalf("content differs: %#x, want %#x", got, want)
+		}
+		rd, err := NewReader(bytes.NewReader(newer), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := rd.Header(); h.Minor != VersionMinor+1 || h.Major != VersionMajor {
+			t.Fatalf("header %+v", h)
+		}
+	})
+	t.Run("newer minor with an unknown critical record", func(t *testing.T) {
+		wantErr(t, readAll(newerMinor(t, data, true), ReaderOptions{}), ErrUnknownRecord)
+	})
+	t.Run("same minor with appended fields", func(t *testing.T) {
+		s := splitStream(t, data)
+		s.recs[0].payload = append(s.recs[0].payload, 1)
+		wantErr(t, readAll(s.join(true, false), ReaderOptions{}), ErrMalformed)
+	})
+	t.Run("optional record in the same minor", func(t *testing.T) {
+		s := splitStream(t, data)
+		s.recs = append(s.recs[:2], append([]rawRecord{{typ: optionalBit | 0x77, payload: []byte("x")}}, s.recs[2:]...)...)
+		if got := contentSum(t, s.join(true, true), ReaderOptions{}); got != want {
+			t.Fatalf("content differs after an optional record")
+		}
+	})
+	t.Run("newer major", func(t *testing.T) {
+		s := splitStream(t, data)
+		binary.LittleEndian.PutUint16(s.header[offMajor:], VersionMajor+1)
+		wantErr(t, readAll(s.join(true, false), ReaderOptions{}), ErrVersion)
+	})
+}

@@ -1,0 +1,287 @@
+package checkpoint
+
+import (
+	"io"
+
+	"github.com/vgpusim/vgpusim/memory"
+)
+
+// Writer writes a whole stream: the header and metadata, then rounds of
+// page batches and device states, each closed by EndRound, then the
+// end-of-stream record. It batches the pages it is given with one
+// BatchEncoder and writes the records with one RecordWriter; a parallel
+// copy engine runs its own encoders and hands the batches to WriteBatch.
+//
+// Errors from the io.Writer are sticky. A Writer is not safe for
+// concurrent use.
+type Writer struct {
+	rw    *RecordWriter
+	enc   *BatchEncoder
+	meta  Metadata
+	opts  WriterOptions
+	tally tally
+	buf   []byte // payloads of the small records
+	state writerState
+}
+
+type writerState uint8
+
+const (
+	writerOpen writerState = iota
+	writerClosed
+)
+
+// NewWriter writes the header and the metadata record of a stream to w.
+// meta is copied.
+func NewWriter(w io.Writer, meta Metadata, opts WriterOptions) (*Writer, error) {
+	wr := &Writer{}
+	if err := wr.Reset(w, meta, opts); err != nil {
+		return nil, err
+	}
+	return wr, nil
+}
+
+// Reset starts a new stream on w, keeping the Writer's buffers and, when
+// the level is unchanged, its zstd encoder.
+func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if why := meta.validate(ceilingRegions); why != "" {
+		return invalid("metadata: %s", why)
+	}
+	meta.Profiles = append([]string(nil), meta.Profiles...)
+	meta.Regions = append([]RegionInfo(nil), meta.Regions...)
+	if w.enc == nil || w.enc.Level() != opts.Level {
+		if w.enc != nil {
+			w.enc.Close()
+		}
+		if w.enc, err = NewBatchEncoder(opts.Level); err != nil {
+			return err
+		}
+	}
+	w.enc.open = false
+	if w.rw == nil {
+		w.rw = &RecordWriter{}
+	}
+	if err := w.rw.reset(dst, opts, Header{Major: VersionMajor, Minor: VersionMinor}); err != nil {
+		return err
+	}
+	w.meta, w.opts, w.state = meta, opts, writerOpen
+	w.tally.reset(len(meta.Profiles))
+	w.buf = appendMetadata(w.buf[:0], &w.meta)
+	return w.rw.WriteRecord(RecordMetadata, w.buf)
+}
+
+// Metadata returns the stream's metadata. The caller must not change it.
+func (w *Writer) Metadata() *Metadata { return &w.meta }
+
+// Header returns the stream's header.
+func (w *Writer) Header() Header { return w.rw.Header() }
+
+// Offset returns the number of bytes written so far.
+func (w *Writer) Offset() int64 { return w.rw.Offset() }
+
+// Round returns the number of the round being written.
+func (w *Writer) Round() uint64 { return w.tally.round.Round }
+
+func (w *Writer) check() error {
+	if err := w.rw.Err(); err != nil {
+		return err
+	}
+	if w.state != writerOpen {
+		return newError(ErrState, w.rw.Offset(), -1, "writer is closed")
+	}
+	return nil
+}
+
+func (w *Writer) invalid(format string, args ...any) error {
+	e := invalid(format, args...)
+	e.Offset = w.rw.Offset()
+	return e
+}
+
+// regionInfo returns the declaration of region id.
+func (w *Writer) regionInfo(id uint32) (RegionInfo, error) {
+	i := w.meta.region(id)
+	if i < 0 {
+		return RegionInfo{}, w.invalid("undeclared region %d", id)
+	}
+	return w.meta.Regions[i], nil
+}
+
+// begin makes sure the pending batch can take page index of region id,
+// flushing it first if it is full, of another region, or past index.
+func (w *Writer) begin(id uint32, index int) (RegionInfo, error) {
+	ri, err := w.regionInfo(id)
+	if err != nil {
+		return ri, err
+	}
+	if index < 0 || index >= ri.Pages() {
+		return ri, w.invalid("page %d outside the %d pages of region %d", index, ri.Pages(), id)
+	}
+	e := w.enc
+	if e.open && (e.Region() != id || index <= e.LastIndex() || e.RawBytes()+ri.PageSize > w.opts.BatchBytes) {
+		if err := w.Flush(); err != nil {
+			return ri, err
+		}
+	}
+	if !e.open {
+		if err := e.Begin(id, ri.PageSize); err != nil {
+			return ri, err
+		}
+	}
+	return ri, nil
+}
+
+// WritePage adds page index of region id, at generation gen, to the
+// pending batch; data is copied. The batch is written when it is full, or
+// when a page of another region or a lower index comes.
+func (w *Writer) WritePage(id uint32, index int, gen uint32, data []byte) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if _, err := w.begin(id, index); err != nil {
+		return err
+	}
+	return w.enc.Add(index, gen, data)
+}
+
+// WriteRegion writes pages of src as region id: the pages in set, or, if
+// set is nil, every page that is not in its initial state (zero at
+// generation 0). src must match the region's declaration.
+func (w *Writer) WriteRegion(id uint32, src *memory.Region, set *memory.PageSet) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	ri, err := w.regionInfo(id)
+	if err != nil {
+		return err
+	}
+	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() {
+		return w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
+			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
+	}
+	next := func(p int) int { return set.Next(p) }
+	if set == nil {
+		next = func(p int) int {
+			for ; p < src.Pages(); p++ {
+				if st, err := src.PageState(p); err != nil || st.Gen != 0 || st.Class != memory.ClassZero {
+					return p
+				}
+			}
+			return -1
+		}
+	}
+	for p := next(0); p >= 0; p = next(p + 1) {
+		if _, err := w.begin(id, p); err != nil {
+			return err
+		}
+		if err := w.enc.AddFrom(src, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush writes the pending batch, if any.
+func (w *Writer) Flush() error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if !w.enc.open || w.enc.Len() == 0 {
+		w.enc.open = false
+		return nil
+	}
+	b, err := w.enc.Finish()
+	if err != nil {
+		return err
+	}
+	return w.writeBatch(b)
+}
+
+// WriteBatch writes a batch encoded elsewhere (by a worker's
+// BatchEncoder), after flushing the pending one. The batch's region must
+// be declared; its pages were checked against the declaration by whoever
+// encoded it, and are checked again by the reader.
+func (w *Writer) WriteBatch(b EncodedBatch) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if _, err := w.regionInfo(b.Region); err != nil {
+		return err
+	}
+	return w.writeBatch(b)
+}
+
+func (w *Writer) writeBatch(b EncodedBatch) error {
+	if err := w.rw.WriteRecord(RecordPageBatch, b.Payload...); err != nil {
+		return err
+	}
+	w.tally.add(b.Sum, b.Pages, b.ZeroPages)
+	return nil
+}
+
+// WriteDeviceState writes the state of one vGPU, after flushing the
+// pending batch. A stream carries at most one state per device.
+func (w *Writer) WriteDeviceState(ds DeviceState) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if int(ds.Device) >= len(w.meta.Profiles) || w.tally.deviceSeen[ds.Device] {
+		return w.invalid("device %d: not declared, or its state already written", ds.Device)
+	}
+	w.buf = appendDeviceState(w.buf[:0], &ds)
+	if err := w.rw.WriteRecord(RecordDeviceState, w.buf); err != nil {
+		return err
+	}
+	w.tally.addDevice(ds.Device, xxhashSum(w.buf))
+	return nil
+}
+
+// EndRound flushes the pending batch and closes the round, returning what
+// it sent.
+func (w *Writer) EndRound() (RoundEnd, error) {
+	if err := w.Flush(); err != nil {
+		return RoundEnd{}, err
+	}
+	r := w.tally.endRound()
+	w.buf = appendRoundEnd(w.buf[:0], &r)
+	return r, w.rw.WriteRecord(RecordEndRound, w.buf)
+}
+
+// Close flushes the pending batch and writes the end-of-stream record.
+// Records after the last EndRound count in the stream's totals but in no
+// round. Closing does not close the io.Writer.
+func (w *Writer) Close() error { return w.CloseWithDigests(nil) }
+
+// CloseWithDigests is Close with the regions' content digests
+// (memory.Region.Digest, taken when they could no longer change), which
+// an Applier checks after applying the whole stream.
+func (w *Writer) CloseWithDigests(digests []RegionDigest) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for i, d := range digests {
+		if w.meta.region(d.Region) < 0 {
+			return w.invalid("digest of undeclared region %d", d.Region)
+		}
+		for _, o := range digests[:i] {
+			if o.Region == d.Region {
+				return w.invalid("two digests of region %d", d.Region)
+			}
+		}
+	}
+	s := w.tally.end()
+	s.RegionDigests = digests
+	w.buf = appendStreamEnd(w.buf[:0], &s)
+	if err := w.rw.WriteRecord(RecordEndStream, w.buf); err != nil {
+		return err
+	}
+	w.state = writerClosed
+	return nil
+}
+
+// Release frees the zstd encoder. The Writer must not be used after.
+func (w *Writer) Release() error { return w.enc.Close() }
