@@ -1,0 +1,92 @@
+// Package vgpu models, on the hypervisor side, NVIDIA vGPU on a Tesla P40:
+// the physical GPU and its profile table, the placement of vGPUs on a
+// host's GPUs, the vGPU device with its framebuffer window and device
+// state, VMs, hosts, and the workloads that run in them — everything a
+// live migration moves, on simulated time.
+//
+// It builds on package memory (framebuffers and guest RAM as page-granular
+// regions with dirty logs) and package sched (one time-sliced scheduler per
+// physical GPU). It knows nothing of links or migration policy.
+//
+// # GPUs and profiles
+//
+// GPUSpec holds a GPU model's published figures; P40 is the default, T4 and
+// V100 sit beside it. The P40's vGPU types — Q series 1Q to 24Q, B series
+// 1B, 2B, 1B4, 2B4, A series 1A to 24A, C series 4C to 24C — are a table of
+// Profile rows (framebuffer, instances per GPU, display heads, resolution,
+// frame-rate limit, licence, multi-vGPU, mdev type), each fact with its
+// source beside it in profiles.go. ParseProfile accepts "P40-8Q", "GRID
+// P40-8Q" and "nvidia-51"; an unknown name is an *UnknownProfileError that
+// lists the valid ones. Profile.ReservedFramebufferBytes is NVIDIA's
+// per-vGPU framebuffer reservation, taken from the top of each window.
+//
+// # Hosts and placement
+//
+// A Host has GPUs (all of one model) and guest memory. A GPU's framebuffer
+// is partitioned statically: a vGPU of type p gets the window of one of the
+// GPU's p.MaxInstances slots, aligned to its size, and a GPU holds one type
+// at a time. ECC must be off for a vGPU to be created. CreateVM reserves a
+// VM's guest memory in full and places each vGPU breadth-first (the GPU
+// with the fewest vGPUs, the default) or depth-first (the most, with room);
+// when nothing fits, a *PlacementError gives each GPU's reason. A VM with
+// Passthrough takes a whole GPU and cannot be migrated.
+//
+// # VMs and devices
+//
+// A VM's run state moves created -> running <-> paused, -> stopped ->
+// running, -> destroyed; a migration's destination holds it incoming
+// (PrepareIncoming) until Commit or Abort. A vGPU is created, running,
+// paused, stopped or destroyed. Refused transitions are *TransitionError.
+// Pause is a stun: the workload stops and the scheduler tenant gets no
+// turns, but queued work and memory are kept.
+//
+// A vGPU's device state — PCI configuration space, a BAR0 register file,
+// channels, contexts with their page-table roots, its scheduler tenant's
+// state, its generation ID, GPU model and profile — is saved as versioned,
+// checksummed bytes (the layout is drawn at DeviceState) by SaveState and
+// installed by RestoreState, which checks version, model and profile before
+// changing anything and gives the device a new generation ID. DecodeState
+// treats its input as hostile. Destroying a vGPU unmaps its window, which
+// scrubs it before another vGPU can map it.
+//
+// # Time
+//
+// Every host has a simulated clock. Host.Advance(d) moves all its GPUs'
+// schedulers and all its running VMs' workloads on by exactly d, event by
+// event inside: at each workload event it first advances the schedulers
+// (routing each completed job to its workload by tag) and the workloads'
+// continuous memory writes, then fires the event, so submitted work starts
+// at its exact time. Event times depend only on the workloads' state, and
+// writes to a page agree on its content class, so many small Advance calls
+// give the same memory, device states and metrics as one large call.
+//
+// # Workloads
+//
+// A Workload is driven by its host through an Env. Four are provided, in
+// physical units and deterministic from their seeds: Inference (Poisson
+// requests, each the model's MACs over the GPU's sustained throughput;
+// presets InceptionV3 and MobileNet), Training (iterations of forward and
+// backward passes, rewriting weights in the framebuffer and optimizer state
+// in guest RAM), CAD (frames at a target rate, rewriting render targets)
+// and Desktop (light dirtying, little GPU work). Each reports Metrics over
+// any interval. Their framebuffer footprint ("used framebuffer") is set by
+// FootprintBytes. VM.SetThrottle cuts a workload's dirty rates and GPU work
+// rate; VM.HandOverWorkload moves a workload, random state and history, to
+// a migration's destination.
+//
+// # Migration support
+//
+// A migration uses: VM.CheckMigratable and Host.CheckIncoming (the
+// compatibility check), VM.IncomingSpec and Host.PrepareIncoming (the
+// destination, windows mapped with the source's seeds so generated content
+// regenerates), VM.RAM and VM.Framebuffers (the regions to copy, with their
+// dirty logs), VM.Pause, VM.SaveDeviceStates, VM.HandOverWorkload,
+// VM.Commit or VM.Abort, and VM.Destroy at the source. DeviceState.Diff
+// compares the two ends.
+//
+// # Concurrency
+//
+// Nothing in the package is safe for concurrent use, and it starts no
+// goroutines; the regions it hands out are safe for concurrent use as
+// package memory documents.
+package vgpu

@@ -1,0 +1,299 @@
+package vgpu
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/sched"
+)
+
+// Placement is how a host chooses a GPU for a new vGPU.
+type Placement uint8
+
+// The two allocation schemes of vSphere for vGPU VMs.
+const (
+	// BreadthFirst (the default) puts a vGPU on the GPU with the fewest
+	// vGPUs, spreading VMs for performance.
+	BreadthFirst Placement = iota
+	// DepthFirst puts a vGPU on the GPU with the most vGPUs that still has
+	// room, packing VMs for density.
+	DepthFirst
+)
+
+func (p Placement) String() string {
+	switch p {
+	case BreadthFirst:
+		return "breadth-first"
+	case DepthFirst:
+		return "depth-first"
+	}
+	return fmt.Sprintf("Placement(%d)", uint8(p))
+}
+
+// Host defaults and limits.
+const (
+	// DefaultRAMBytes is the guest memory of a host when HostConfig gives
+	// none: the 768 GB of the Dell R730 test bed of the source document
+	// 000_c5fa5b695abf6253.txt.
+	DefaultRAMBytes = 768 * GiB
+	// DefaultFramebufferPageSize is the page size of GPU framebuffers: the
+	// 64 KiB big page of NVIDIA's GPU memory management.
+	DefaultFramebufferPageSize = 64 << 10
+	// DefaultRAMPageSize is the page size of guest RAM.
+	DefaultRAMPageSize = 4 << 10
+	// MaxGPUs bounds the GPUs of a host (a 4U server holds 8-16).
+	MaxGPUs = 16
+)
+
+// HostConfig describes a host. The zero value is a host with one P40, ECC
+// off, 768 GiB of guest memory, breadth-first placement, the scheduler's
+// defaults (best effort), synthetic memory backing and 64 KiB / 4 KiB
+// pages.
+type HostConfig struct {
+	// Name identifies the host in errors and generation IDs.
+	Name string
+	// GPUs is the number of GPUs, 1 to MaxGPUs; 0 means 1.
+	GPUs int
+	// GPU is their model; the zero value means P40().
+	GPU GPUSpec
+	// ECC is the initial ECC state of every GPU. A board ships with ECC
+	// on; the zero value models one already prepared for vGPU.
+	ECC bool
+	// RAMBytes is the memory the host can give guests; 0 means
+	// DefaultRAMBytes. VMs with vGPUs reserve all their guest memory.
+	RAMBytes int64
+	// Placement chooses a GPU for each new vGPU.
+	Placement Placement
+	// Sched configures each GPU's scheduler; its Start is replaced by
+	// Start below.
+	Sched sched.Config
+	// Memory is the backing of framebuffers and guest RAM: Synthetic (the
+	// default) stores no bytes for generated content and scales to many
+	// 24 GB GPUs; Dense and Sparse hold real bytes for byte-exact tests
+	// (Dense allocates every framebuffer in full).
+	Memory memory.Kind
+	// FramebufferPageSize and RAMPageSize are the page sizes; 0 means
+	// DefaultFramebufferPageSize and DefaultRAMPageSize. A framebuffer
+	// page must divide 1 GiB, the smallest vGPU framebuffer.
+	FramebufferPageSize, RAMPageSize int
+	// Seed keys everything the host generates: framebuffer contents
+	// outside windows, default VM seeds, generation IDs.
+	Seed uint64
+	// Start is the host's simulated time at creation.
+	Start time.Duration
+}
+
+func (c HostConfig) withDefaults() (HostConfig, error) {
+	if c.GPUs == 0 {
+		c.GPUs = 1
+	}
+	if c.GPU.Model == "" {
+		c.GPU = P40()
+	}
+	if c.RAMBytes == 0 {
+		c.RAMBytes = DefaultRAMBytes
+	}
+	if c.Memory == 0 {
+		c.Memory = memory.Synthetic
+	}
+	if c.FramebufferPageSize == 0 {
+		c.FramebufferPageSize = DefaultFramebufferPageSize
+	}
+	if c.RAMPageSize == 0 {
+		c.RAMPageSize = DefaultRAMPageSize
+	}
+	switch {
+	case c.GPUs < 1 || c.GPUs > MaxGPUs:
+		return c, configError("%d GPUs outside [1, %d]", c.GPUs, MaxGPUs)
+	case c.RAMBytes < 0:
+		return c, configError("negative host memory %d", c.RAMBytes)
+	case c.Placement != BreadthFirst && c.Placement != DepthFirst:
+		return c, configError("unknown placement %v", c.Placement)
+	case !pow2(c.FramebufferPageSize) || c.FramebufferPageSize < memory.MinPageSize || GiB%int64(c.FramebufferPageSize) != 0:
+		return c, configError("framebuffer page size %d is not a power of two dividing 1 GiB", c.FramebufferPageSize)
+	case !pow2(c.RAMPageSize) || c.RAMPageSize < memory.MinPageSize || c.RAMPageSize > memory.MaxPageSize:
+		return c, configError("RAM page size %d is not a power of two in [%d, %d]", c.RAMPageSize, memory.MinPageSize, memory.MaxPageSize)
+	case c.Start < 0 || c.Start > sched.MaxTime:
+		return c, configError("start %v outside [0, %v]", c.Start, sched.MaxTime)
+	}
+	return c, c.GPU.validate()
+}
+
+func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// Host is a server with GPUs and guest memory, and the VMs that use them,
+// on one simulated clock. It is not safe for concurrent use and starts no
+// goroutines.
+type Host struct {
+	cfg      HostConfig
+	now      time.Duration
+	gpus     []*GPU
+	vms      []*VM
+	ramUsed  int64
+	genCount uint64
+	genSeed  uint64
+	phase    phase
+}
+
+// phase says what the host is doing inside Advance, so that a workload
+// that submits work from a completion handler is caught.
+type phase uint8
+
+const (
+	phaseIdle phase = iota
+	phaseRoute
+)
+
+// NewHost returns a host with its GPUs empty and its clock at cfg.Start.
+func NewHost(cfg HostConfig) (*Host, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, now: cfg.Start}
+	f := fnv.New64a()
+	f.Write([]byte(cfg.Name))
+	h.genSeed = derive(cfg.Seed^f.Sum64(), seedGeneration)
+	for i := range cfg.GPUs {
+		g, err := newGPU(h, i)
+		if err != nil {
+			return nil, err
+		}
+		h.gpus = append(h.gpus, g)
+	}
+	return h, nil
+}
+
+// Name returns the host's name.
+func (h *Host) Name() string { return h.cfg.Name }
+
+// Config returns the host's configuration, defaults filled in.
+func (h *Host) Config() HostConfig { return h.cfg }
+
+// Now returns the host's simulated time.
+func (h *Host) Now() time.Duration { return h.now }
+
+// GPUs returns the host's GPUs in index order.
+func (h *Host) GPUs() []*GPU { return append([]*GPU(nil), h.gpus...) }
+
+// GPU returns GPU i, or nil.
+func (h *Host) GPU(i int) *GPU {
+	if i < 0 || i >= len(h.gpus) {
+		return nil
+	}
+	return h.gpus[i]
+}
+
+// VMs returns the VMs on the host (of every state but destroyed), in
+// creation order.
+func (h *Host) VMs() []*VM { return append([]*VM(nil), h.vms...) }
+
+// VM returns the VM with the given ID.
+func (h *Host) VM(id string) (*VM, bool) {
+	for _, v := range h.vms {
+		if v.id == id {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// RAMBytes returns the guest memory of the host.
+func (h *Host) RAMBytes() int64 { return h.cfg.RAMBytes }
+
+// FreeRAMBytes returns the guest memory not reserved by a VM.
+func (h *Host) FreeRAMBytes() int64 { return h.cfg.RAMBytes - h.ramUsed }
+
+// Placement returns the host's placement scheme.
+func (h *Host) Placement() Placement { return h.cfg.Placement }
+
+// SetPlacement changes the placement scheme for later vGPUs.
+func (h *Host) SetPlacement(p Placement) error {
+	if p != BreadthFirst && p != DepthFirst {
+		return configError("unknown placement %v", p)
+	}
+	h.cfg.Placement = p
+	return nil
+}
+
+// nextGeneration returns a new generation ID, different from parent and,
+// with overwhelming probability, from every other ID this or another host
+// hands out.
+func (h *Host) nextGeneration(parent uint64) uint64 {
+	h.genCount++
+	g := mix64(h.genSeed+h.genCount*0x9e3779b97f4a7c15) ^ mix64(parent)
+	if g == 0 || g == parent {
+		g = mix64(g + 1)
+	}
+	return g
+}
+
+// Advance moves the host on by d of simulated time: every GPU's scheduler
+// and every running VM's workload, by exactly d.
+//
+// Inside, it goes from event to event: it takes the earliest next event of
+// any running workload (a request arriving, a frame due, a poll), advances
+// every GPU's scheduler to it — handing each completed job back to the
+// workload that submitted it, by its tag — advances every workload's
+// continuous memory writes to it, and only then fires the events due, so
+// that work is submitted at its exact time and its latency is right.
+// Because every event time is a function of the workloads' state alone,
+// splitting an Advance into many smaller ones gives the same result as one
+// call.
+func (h *Host) Advance(d time.Duration) error {
+	if d < 0 || d > sched.MaxTime-h.now {
+		return fmt.Errorf("%w: advance by %v from %v", ErrInvalidDuration, d, h.now)
+	}
+	end := h.now + d
+	for {
+		t := end
+		for _, vm := range h.vms {
+			if w := vm.active(); w != nil {
+				if e := w.NextEvent(); e < t {
+					t = max(e, h.now)
+				}
+			}
+		}
+		h.now = t
+		h.phase = phaseRoute
+		for _, g := range h.gpus {
+			if err := g.advance(t); err != nil {
+				h.phase = phaseIdle
+				return err
+			}
+		}
+		h.phase = phaseIdle
+		for _, vm := range h.vms {
+			if w := vm.active(); w != nil {
+				if err := w.AdvanceTo(&vm.env, t); err != nil {
+					return fmt.Errorf("VM %q: %w", vm.id, err)
+				}
+			}
+		}
+		for _, vm := range h.vms {
+			if w := vm.active(); w != nil && w.NextEvent() <= t {
+				if err := w.Fire(&vm.env); err != nil {
+					return fmt.Errorf("VM %q: %w", vm.id, err)
+				}
+				if w.NextEvent() <= t {
+					return fmt.Errorf("%w: VM %q: workload %s left an event due at %v unfired", ErrWorkload, vm.id, w.Name(), w.NextEvent())
+				}
+			}
+		}
+		if t == end {
+			return nil
+		}
+	}
+}
+
+// remove takes vm off the host's list.
+func (h *Host) remove(vm *VM) {
+	for i, v := range h.vms {
+		if v == vm {
+			h.vms = append(h.vms[:i], h.vms[i+1:]...)
+			return
+		}
+	}
+}

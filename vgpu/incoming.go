@@ -1,0 +1,218 @@
+package vgpu
+
+import (
+	"fmt"
+	"slices"
+)
+
+// IncomingSpec is what a migration's destination needs to hold a VM before
+// any of its memory arrives: its identity and seeds, sizes and page sizes,
+// and its vGPU types. The destination maps each vGPU window with the seed
+// the source's window has, so generated content regenerates identically.
+type IncomingSpec struct {
+	ID                  string
+	Seed                uint64
+	RAMBytes            int64
+	RAMFootprintBytes   int64
+	RAMPageSize         int
+	FramebufferPageSize int
+	GPUModel            string
+	Profiles            []string
+	Passthrough         bool
+}
+
+// IncomingSpec returns the spec a destination host needs to prepare for
+// this VM.
+func (vm *VM) IncomingSpec() IncomingSpec {
+	s := IncomingSpec{
+		ID: vm.id, Seed: vm.seed, RAMBytes: vm.ramBytes, RAMFootprintBytes: vm.footprint,
+		RAMPageSize: vm.ram.PageSize(), FramebufferPageSize: vm.host.cfg.FramebufferPageSize,
+		GPUModel: vm.host.cfg.GPU.Model, Passthrough: vm.passthrough,
+	}
+	if !vm.passthrough {
+		for _, d := range vm.devices {
+			s.Profiles = append(s.Profiles, d.profile.Name)
+		}
+	}
+	return s
+}
+
+// CheckMigratable is the VM side of a migration's compatibility check: a
+// VM with a passthrough GPU cannot be live-migrated (DirectPath I/O devices
+// block vMotion, as the source document 002_d23c30143fd6d073.txt says).
+func (vm *VM) CheckMigratable() error {
+	if vm.state == VMDestroyed || vm.state == VMIncoming {
+		return vm.refuse("migrate")
+	}
+	if vm.passthrough {
+		return &NotMigratableError{VM: vm.id, Reason: "it has a GPU in passthrough (DirectPath I/O)"}
+	}
+	return nil
+}
+
+func (h *Host) checkSpec(spec IncomingSpec) (VMSpec, error) {
+	if spec.Passthrough {
+		return VMSpec{}, &NotMigratableError{VM: spec.ID, Reason: "it has a GPU in passthrough (DirectPath I/O)"}
+	}
+	if spec.RAMPageSize != h.cfg.RAMPageSize || spec.FramebufferPageSize != h.cfg.FramebufferPageSize {
+		return VMSpec{}, fmt.Errorf("%w: VM %q uses %d/%d-byte RAM/framebuffer pages, host %q %d/%d",
+			ErrIncompatibleHost, spec.ID, spec.RAMPageSize, spec.FramebufferPageSize,
+			h.cfg.Name, h.cfg.RAMPageSize, h.cfg.FramebufferPageSize)
+	}
+	if !equalModel(spec.GPUModel, h.cfg.GPU.Model) {
+		return VMSpec{}, fmt.Errorf("%w: VM %q runs on %s GPUs, host %q has %s",
+			ErrIncompatibleHost, spec.ID, spec.GPUModel, h.cfg.Name, h.cfg.GPU.Model)
+	}
+	if spec.Seed == 0 {
+		return VMSpec{}, configError("incoming VM %q has no seed", spec.ID)
+	}
+	return VMSpec{ID: spec.ID, Seed: spec.Seed, RAMBytes: spec.RAMBytes,
+		RAMFootprintBytes: spec.RAMFootprintBytes, Profiles: spec.Profiles}, nil
+}
+
+// CheckIncoming reports whether the host could take the VM of spec now,
+// reserving nothing: the destination side of a migration's compatibility
+// check.
+func (h *Host) CheckIncoming(spec IncomingSpec) error {
+	vs, err := h.checkSpec(spec)
+	if err != nil {
+		return err
+	}
+	_, err = h.check(vs)
+	return err
+}
+
+// PrepareIncoming reserves what a migrating VM needs on this host — its
+// guest memory, and vGPUs of the same types placed by the host's scheme
+// with windows mapped with the source's seeds — and returns it incoming:
+// nothing runs and no device has state until Restore or Commit. Abort (or
+// Destroy) releases everything. A passthrough VM is refused with a
+// *NotMigratableError.
+func (h *Host) PrepareIncoming(spec IncomingSpec) (*VM, error) {
+	vs, err := h.checkSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return h.build(vs, true)
+}
+
+// SaveDeviceStates saves the state of every vGPU, in vGPU order, for a
+// checkpoint or a migration's switch-over. The VM must be paused (the stun)
+// or stopped.
+func (vm *VM) SaveDeviceStates() ([][]byte, error) {
+	if vm.passthrough {
+		return nil, &NotMigratableError{VM: vm.id, Reason: "a passthrough GPU has no device state the hypervisor can save"}
+	}
+	if vm.state != VMPaused && vm.state != VMStopped {
+		return nil, vm.refuse("save")
+	}
+	out := make([][]byte, len(vm.devices))
+	for i, d := range vm.devices {
+		b, err := d.SaveState(nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// Restore installs saved device states, one per vGPU in order, and leaves
+// the VM paused; Resume then runs it. Every state is decoded and checked
+// (version, GPU model, profile, offsets) before any device changes, and a
+// scheduler state that fails to restore undoes the ones restored before it,
+// so on error the VM is as it was. Each restored vGPU gets a new generation
+// ID.
+func (vm *VM) Restore(states [][]byte) error {
+	if vm.state != VMIncoming && vm.state != VMPaused && vm.state != VMStopped {
+		return vm.refuse("restore")
+	}
+	if len(states) != len(vm.devices) {
+		return &IncompatibleStateError{Field: "vGPU count", Saved: fmt.Sprint(len(states)), Device: fmt.Sprint(len(vm.devices))}
+	}
+	decoded := make([]DeviceState, len(states))
+	for i, d := range vm.devices {
+		s, err := d.checkRestore(states[i])
+		if err != nil {
+			return fmt.Errorf("vGPU %d: %w", i, err)
+		}
+		decoded[i] = s
+	}
+	undo := make([][]byte, len(vm.devices))
+	for i, d := range vm.devices {
+		b, err := d.gpu.sched.SaveTenant(nil, d.tenant)
+		if err != nil {
+			return err
+		}
+		undo[i] = b
+	}
+	for i, d := range vm.devices {
+		if err := d.restoreSched(decoded[i].Sched); err != nil {
+			for j := range i {
+				_ = vm.devices[j].gpu.sched.RestoreTenant(vm.devices[j].tenant, undo[j])
+			}
+			return fmt.Errorf("vGPU %d: %w", i, err)
+		}
+	}
+	for i, d := range vm.devices {
+		d.apply(decoded[i])
+	}
+	vm.state = VMPaused
+	return nil
+}
+
+// Commit is the end of a migration at the destination: it restores the
+// device states (see Restore) and resumes the VM. If the restore fails the
+// VM stays incoming and the caller aborts.
+func (vm *VM) Commit(states [][]byte) error {
+	if vm.state != VMIncoming {
+		return vm.refuse("commit")
+	}
+	if err := vm.Restore(states); err != nil {
+		return err
+	}
+	return vm.Resume()
+}
+
+// Abort gives up an incoming VM: its windows are unmapped and scrubbed and
+// its memory released, so the destination holds nothing of it.
+func (vm *VM) Abort() error {
+	if vm.state != VMIncoming {
+		return vm.refuse("abort")
+	}
+	return vm.Destroy()
+}
+
+// HandOverWorkload moves the VM's workload, with its random state, queued
+// bookkeeping and metrics history, to another VM — a migration's
+// destination at switch-over — so that its metrics continue across the
+// migration. vm must be paused or stopped (or incoming, to hand a workload
+// back after a failed switch-over), to must not be running and must have
+// the same vGPU types and no workload. The workload's times are shifted by
+// the difference between the two hosts' clocks.
+func (vm *VM) HandOverWorkload(to *VM) error {
+	switch {
+	case to == nil || to == vm:
+		return fmt.Errorf("%w: hand-over to itself or nil", ErrWorkload)
+	case vm.state != VMPaused && vm.state != VMStopped && vm.state != VMIncoming:
+		return vm.refuse("hand over workload")
+	case to.state == VMRunning || to.state == VMDestroyed:
+		return to.refuse("take over workload")
+	case vm.workload == nil:
+		return fmt.Errorf("%w: VM %q has no workload to hand over", ErrWorkload, vm.id)
+	case to.workload != nil:
+		return fmt.Errorf("%w: VM %q already runs %s", ErrWorkload, to.id, to.workload.Name())
+	}
+	a, b := vm.IncomingSpec(), to.IncomingSpec()
+	if !slices.Equal(a.Profiles, b.Profiles) || a.RAMBytes != b.RAMBytes {
+		return fmt.Errorf("%w: VM %q (%v, %d bytes) and %q (%v, %d bytes) differ",
+			ErrIncompatibleHost, vm.id, a.Profiles, a.RAMBytes, to.id, b.Profiles, b.RAMBytes)
+	}
+	w := vm.workload
+	if d := to.host.now - vm.host.now; d != 0 {
+		w.Shift(d)
+	}
+	to.workload, to.wlStarted, to.throttle = w, vm.wlStarted, vm.throttle
+	vm.workload, vm.wlStarted = nil, false
+	return nil
+}

@@ -1,0 +1,91 @@
+package vgpu
+
+import (
+	"fmt"
+	"time"
+)
+
+// Precision is the arithmetic a model runs in, which selects the GPU's peak
+// throughput its work is measured against.
+type Precision uint8
+
+// The precisions of the P40's inference paths.
+const (
+	// FP32 runs at GPUSpec.FP32FlopsPerSec.
+	FP32 Precision = iota
+	// INT8 runs at GPUSpec.INT8OpsPerSec (the P40's DP4A path).
+	INT8
+)
+
+func (p Precision) String() string {
+	switch p {
+	case FP32:
+		return "FP32"
+	case INT8:
+		return "INT8"
+	}
+	return fmt.Sprintf("Precision(%d)", uint8(p))
+}
+
+func (p Precision) peak(s GPUSpec) int64 {
+	if p == INT8 {
+		return s.INT8OpsPerSec
+	}
+	return s.FP32FlopsPerSec
+}
+
+// Model is a neural network in the units its GPU work and memory follow
+// from.
+type Model struct {
+	Name string
+	// MACs is the multiply-accumulates of one inference at batch 1.
+	MACs int64
+	// Layers is the network's depth; a layer's kernel is the unit the GPU
+	// can be preempted at.
+	Layers int
+	// Parameters is the number of weights, stored as float32.
+	Parameters int64
+	// InputBytes is one request's input tensor, float32.
+	InputBytes int64
+	// ActivationBytes is what one inference writes in activations: the sum
+	// of every layer's float32 output at batch 1.
+	ActivationBytes int64
+}
+
+// WeightsBytes is the size of the model's weights in float32.
+func (m Model) WeightsBytes() int64 { return 4 * m.Parameters }
+
+// The presets of the source document 000_c5fa5b695abf6253.txt (MLaaS
+// experiment #1): Inception V3, 48 layers, 5000 million MACs; MobileNet, 28
+// layers, 569 million MACs. Parameter counts: Keras Applications' table
+// (keras.io/api/applications: InceptionV3 23.9 M, MobileNet 4.3 M). Input
+// tensors: 299x299x3 and 224x224x3 float32. Activation bytes: estimates
+// from the published layer shapes, summing every layer's output at batch 1
+// (about 11.8 M floats for Inception V3 at 299x299, 4.7 M for MobileNet at
+// 224x224), rounded to whole MiB — an assumption, not a measurement.
+var (
+	InceptionV3 = Model{Name: "Inception V3", MACs: 5_000_000_000, Layers: 48,
+		Parameters: 23_900_000, InputBytes: 299 * 299 * 3 * 4, ActivationBytes: 45 * MiB}
+	MobileNet = Model{Name: "MobileNet", MACs: 569_000_000, Layers: 28,
+		Parameters: 4_300_000, InputBytes: 224 * 224 * 3 * 4, ActivationBytes: 18 * MiB}
+)
+
+// GPUWork converts an operation count into GPU time: ops divided by the
+// throughput actually sustained, peakOpsPerSec times efficiency. The
+// result is the job's Work, the time it takes with the whole GPU. It is
+// at least 1 ns.
+func GPUWork(ops int64, peakOpsPerSec int64, efficiency float64) time.Duration {
+	if ops <= 0 || peakOpsPerSec <= 0 || !(efficiency > 0) {
+		return 1
+	}
+	rate := float64(float64(peakOpsPerSec) * efficiency)
+	ns := float64(float64(ops) / rate * float64(time.Second))
+	return max(time.Duration(ns), 1)
+}
+
+func checkEfficiency(e float64) error {
+	if !(e > 0 && e <= 1) {
+		return configError("efficiency %v outside (0, 1]", e)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package vgpu
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestP40ProfileTable checks every row of the P40 table against the facts
+// the sources give (see profiles.go).
+func TestP40ProfileTable(t *testing.T) {
+	type row struct {
+		name   string
+		series Series
+		fbGiB  int64
+		max    int
+		heads  int
+		res    string
+		fps    int
+		lic    License
+		multi  bool
+		mdev   string
+		subsys uint16
+	}
+	want := []row{
+		{"P40-1Q", SeriesQ, 1, 24, 4, "5120x2880", 60, LicenseVDWS, false, "nvidia-46", 0x11e8},
+		{"P40-2Q", SeriesQ, 2, 12, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-47", 0x11e9},
+		{"P40-3Q", SeriesQ, 3, 8, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-48", 0x11ea},
+		{"P40-4Q", SeriesQ, 4, 6, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-49", 0x11eb},
+		{"P40-6Q", SeriesQ, 6, 4, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-50", 0x11ec},
+		{"P40-8Q", SeriesQ, 8, 3, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-51", 0x11ed},
+		{"P40-12Q", SeriesQ, 12, 2, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-52", 0x11ee},
+		{"P40-24Q", SeriesQ, 24, 1, 4, "7680x4320", 60, LicenseVDWS, true, "nvidia-53", 0x11ef},
+		{"P40-1B", SeriesB, 1, 24, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-62", 0x11e7},
+		{"P40-2B", SeriesB, 2, 12, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-156", 0x1287},
+		{"P40-1B4", SeriesB, 1, 24, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-241", 0x133a},
+		{"P40-2B4", SeriesB, 2, 12, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-215", 0x12ef},
+		{"P40-1A", SeriesA, 1, 24, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-54", 0x11f0},
+		{"P40-2A", SeriesA, 2, 12, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-55", 0x11f1},
+		{"P40-3A", SeriesA, 3, 8, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-56", 0x11f2},
+		{"P40-4A", SeriesA, 4, 6, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-57", 0x11f3},
+		{"P40-6A", SeriesA, 6, 4, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-58", 0x11f4},
+		{"P40-8A", SeriesA, 8, 3, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-59", 0x11f5},
+		{"P40-12A", SeriesA, 12, 2, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-60", 0x11f6},
+		{"P40-24A", SeriesA, 24, 1, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-61", 0x11f7},
+		{"P40-4C", SeriesC, 4, 6, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-283", 0x1381},
+		{"P40-6C", SeriesC, 6, 4, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-284", 0x1382},
+		{"P40-8C", SeriesC, 8, 3, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-285", 0x1383},
+		{"P40-12C", SeriesC, 12, 2, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-286", 0x1384},
+		{"P40-24C", SeriesC, 24, 1, 1, "4096x2160", 60, LicenseVCS, true, "nvidia-287", 0x137e},
+	}
+	got := Profiles("P40")
+	if len(got) != len(want) {
+		t.Fatalf("%d P40 profiles, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		p := got[i]
+		t.Run(w.name, func(t *testing.T) {
+			if p.Name != w.name || p.GPUModel != "P40" || p.Series != w.series {
+				t.Errorf("identity %s %s %v", p.Name, p.GPUModel, p.Series)
+			}
+			if p.FramebufferBytes != w.fbGiB*GiB || p.MaxInstances != w.max {
+				t.Errorf("framebuffer %d, %d per GPU", p.FramebufferBytes, p.MaxInstances)
+			}
+			// Static partitioning: the instances fill the GPU exactly.
+			if int64(p.MaxInstances)*p.FramebufferBytes != P40().FramebufferBytes {
+				t.Errorf("%d x %d bytes != the P40's framebuffer", p.MaxInstances, p.FramebufferBytes)
+			}
+			if p.Heads != w.heads || p.MaxResolution.String() != w.res || p.FrameRateLimitFPS != w.fps {
+				t.Errorf("display %d heads %v %d FPS", p.Heads, p.MaxResolution, p.FrameRateLimitFPS)
+			}
+			if p.License != w.lic || p.MultiVGPU != w.multi {
+				t.Errorf("licence %v multi %v", p.License, p.MultiVGPU)
+			}
+			if p.MdevType != w.mdev || p.PCISubsystemID != w.subsys || p.MdevName() != "GRID "+w.name {
+				t.Errorf("mdev %s %s %#x", p.MdevType, p.MdevName(), p.PCISubsystemID)
+			}
+			// Only the full-GPU types may be attached several times to a VM.
+			if p.MultiVGPU != (p.MaxInstances == 1 && (p.Series == SeriesQ || p.Series == SeriesC)) {
+				t.Errorf("MultiVGPU %v for %d per GPU", p.MultiVGPU, p.MaxInstances)
+			}
+		})
+	}
+	// The source documents' figures: P40-1q is 1 GB, 24 per GPU; P40-12q
+	// scales to 2 VMs.
+	if p, _ := ParseProfile("P40-1q"); p.FramebufferBytes != GiB || p.MaxInstances != 24 {
+		t.Errorf("P40-1q: %d bytes, %d per GPU", p.FramebufferBytes, p.MaxInstances)
+	}
+	if p, _ := ParseProfile("P40-12q"); p.MaxInstances != 2 {
+		t.Errorf("P40-12q: %d per GPU", p.MaxInstances)
+	}
+	if len(Profiles("T4")) != 0 || len(ProfileNames()) != len(want) {
+		t.Error("profile lists")
+	}
+}
+
+func TestParseProfile(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"P40-8Q", "P40-8Q"},
+		{"GRID P40-8Q", "P40-8Q"},
+		{"grid p40-8q", "P40-8Q"},
+		{"nvidia-51", "P40-8Q"},
+		{" NVIDIA-241 ", "P40-1B4"},
+		{"P40-1q", "P40-1Q"},
+		{"P40-24C", "P40-24C"},
+		{"GRID P40-2B4", "P40-2B4"},
+	} {
+		p, err := ParseProfile(tc.in)
+		if err != nil || p.Name != tc.want {
+			t.Errorf("ParseProfile(%q) = %q, %v; want %q", tc.in, p.Name, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "P40-5Q", "P40-8", "M60-8Q", "GRID", "nvidia-999", "P40-8QQ"} {
+		_, err := ParseProfile(bad)
+		var ue *UnknownProfileError
+		if !errors.Is(err, ErrUnknownProfile) || !errors.As(err, &ue) {
+			t.Fatalf("ParseProfile(%q): %v, want *UnknownProfileError", bad, err)
+		}
+		if ue.Name != bad || !slices.Equal(ue.Valid, ProfileNames()) || !strings.Contains(err.Error(), "P40-24C") {
+			t.Errorf("ParseProfile(%q): %v", bad, err)
+		}
+	}
+}
+
+// TestReservedFramebuffer checks NVIDIA's reservation formula: profile/16 +
+// 16 MiB + 128 MiB/maxInstances (+ profile/16 with ECC on GDDR), rounded
+// up to 64 KiB.
+func TestReservedFramebuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ecc       bool
+		wantBytes int64
+	}{
+		{"P40-1Q", false, (64+16)*MiB + 5*MiB + 384*1024},   // 85.33 MiB -> 85.375
+		{"P40-24Q", false, (1536 + 16 + 128) * MiB},         // 1680 MiB
+		{"P40-12Q", false, (768 + 16 + 64) * MiB},           // 848 MiB
+		{"P40-8Q", false, (512+16)*MiB + 42*MiB + 704*1024}, // 570.67 -> 570.6875
+		{"P40-12Q", true, (768 + 768 + 16 + 64) * MiB},      // ECC doubles the first term
+		{"P40-4C", false, (256+16+21)*MiB + 384*1024},       // 293.33 -> 293.375
+	} {
+		p, err := ParseProfile(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := p.ReservedFramebufferBytes(tc.ecc)
+		if got != tc.wantBytes || got%(64<<10) != 0 {
+			t.Errorf("%s ecc=%v: reserved %d bytes (%.4f MiB), want %d", tc.name, tc.ecc, got, float64(got)/float64(MiB), tc.wantBytes)
+		}
+		if !tc.ecc && p.UsableFramebufferBytes() != p.FramebufferBytes-got {
+			t.Errorf("%s usable %d", tc.name, p.UsableFramebufferBytes())
+		}
+	}
+	if passthroughProfile(P40()).ReservedFramebufferBytes(true) != 0 {
+		t.Error("passthrough reserves")
+	}
+}

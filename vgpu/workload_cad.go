@@ -1,0 +1,238 @@
+package vgpu
+
+import (
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/sched"
+)
+
+// CADConfig configures an interactive CAD / 3D application (the source
+// documents' SPECapc for 3ds Max). Zero fields take the defaults in
+// brackets; the defaults are assumptions.
+type CADConfig struct {
+	// TargetFPS is the frame rate the application aims at [60]; the
+	// frame-rate limiter caps it under the best-effort scheduler.
+	TargetFPS float64
+	// WidthPixels and HeightPixels are the viewport [1920x1080].
+	WidthPixels, HeightPixels int64
+	// OpsPerPixel is the shading work per pixel and frame [20000 FLOP: a
+	// few hundred lit, textured fragments of overdraw].
+	OpsPerPixel int64
+	// Efficiency is the fraction of the FP32 peak the renderer sustains
+	// [0.5].
+	Efficiency float64
+	// SceneBytes is the framebuffer holding geometry and textures [1 GiB].
+	SceneBytes int64
+	// RenderBuffers is the number of colour+depth render targets (triple
+	// buffering) [3].
+	RenderBuffers int
+	// FootprintBytes, if set, is the framebuffer holding data: render
+	// targets plus a scene making up the rest. It overrides SceneBytes.
+	FootprintBytes int64
+	// RAMWorkingSetBytes is the application's guest memory [2 GiB].
+	RAMWorkingSetBytes int64
+	// RAMDirtyBytesPerSec is its dirtying while the user edits the model
+	// [16 MiB/s] in pattern RAMDirtyPattern [DirtyHotSet].
+	RAMDirtyBytesPerSec int64
+	RAMDirtyPattern     DirtyPattern
+	HistoryLimit        int
+	Seed                uint64
+}
+
+// CAD renders frames at a target rate on the VM's first vGPU: every frame
+// period a frame is submitted unless the previous one is still rendering
+// (then the frame is skipped, counted as dropped); a finished frame
+// rewrites a render target. It reports frames per second and frame latency
+// from submission to completion.
+type CAD struct {
+	base
+	cfg      CADConfig
+	fps      float64 // after the limiter, before the throttle
+	period   time.Duration
+	next     time.Duration
+	seq      uint64
+	inFlight bool
+	tag      uint64
+	sentAt   time.Duration
+	work     time.Duration
+	rtBytes  int64
+	targets  sweeper
+}
+
+// NewCAD returns a CAD workload; it starts with its VM.
+func NewCAD(cfg CADConfig) (*CAD, error) {
+	if cfg.TargetFPS == 0 {
+		cfg.TargetFPS = 60
+	}
+	if cfg.WidthPixels == 0 && cfg.HeightPixels == 0 {
+		cfg.WidthPixels, cfg.HeightPixels = 1920, 1080
+	}
+	if cfg.OpsPerPixel == 0 {
+		cfg.OpsPerPixel = 20000
+	}
+	if cfg.Efficiency == 0 {
+		cfg.Efficiency = 0.5
+	}
+	if cfg.SceneBytes == 0 {
+		cfg.SceneBytes = 1 * GiB
+	}
+	if cfg.RenderBuffers == 0 {
+		cfg.RenderBuffers = 3
+	}
+	if cfg.FootprintBytes > 0 {
+		cfg.SceneBytes = max(cfg.FootprintBytes-cfg.renderTargetBytes(), 0)
+	}
+	if cfg.RAMWorkingSetBytes == 0 {
+		cfg.RAMWorkingSetBytes = 2 * GiB
+	}
+	if cfg.RAMDirtyBytesPerSec == 0 {
+		cfg.RAMDirtyBytesPerSec = 16 * MiB
+		cfg.RAMDirtyPattern = DirtyHotSet
+	}
+	switch {
+	case !(cfg.TargetFPS > 0 && cfg.TargetFPS <= 1000):
+		return nil, configError("target frame rate %v outside (0, 1000]", cfg.TargetFPS)
+	case cfg.WidthPixels <= 0 || cfg.HeightPixels <= 0 || cfg.WidthPixels*cfg.HeightPixels > 1<<28:
+		return nil, configError("viewport %dx%d out of range", cfg.WidthPixels, cfg.HeightPixels)
+	case cfg.OpsPerPixel <= 0 || cfg.RenderBuffers < 1 || cfg.RenderBuffers > 8:
+		return nil, configError("ops per pixel must be positive and render buffers 1 to 8")
+	case cfg.SceneBytes < 0 || cfg.RAMWorkingSetBytes < 0:
+		return nil, configError("negative memory size")
+	}
+	if err := checkEfficiency(cfg.Efficiency); err != nil {
+		return nil, err
+	}
+	return &CAD{base: base{name: "cad", hist: newHistory(cfg.HistoryLimit)}, cfg: cfg}, nil
+}
+
+// renderTargetBytes is the colour (4 bytes) and depth (4 bytes) of every
+// render buffer.
+func (c CADConfig) renderTargetBytes() int64 {
+	return c.WidthPixels * c.HeightPixels * 8 * int64(c.RenderBuffers)
+}
+
+// Config returns the configuration, defaults filled in.
+func (w *CAD) Config() CADConfig { return w.cfg }
+
+// FrameWork is the GPU time of one frame with the whole GPU.
+func (w *CAD) FrameWork(spec GPUSpec) time.Duration {
+	return GPUWork(w.cfg.WidthPixels*w.cfg.HeightPixels*w.cfg.OpsPerPixel, spec.FP32FlopsPerSec, w.cfg.Efficiency)
+}
+
+// Start uploads the scene and starts rendering.
+func (w *CAD) Start(env *Env) error {
+	c := w.cfg
+	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	scene, err := fl.take(c.SceneBytes, memory.MixWeights, "scene")
+	if err != nil {
+		return err
+	}
+	rt, err := fl.take(c.renderTargetBytes(), renderMix, "render targets")
+	if err != nil {
+		return err
+	}
+	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	if err != nil {
+		return err
+	}
+	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+		return err
+	}
+	fb := env.Framebuffer(0)
+	if err := scene.fill(fb); err != nil {
+		return err
+	}
+	if err := rt.fill(fb); err != nil {
+		return err
+	}
+	if err := ws.fill(env.RAM()); err != nil {
+		return err
+	}
+	w.targets = sweeper{span: rt}
+	w.rtBytes = c.WidthPixels * c.HeightPixels * 8
+	w.work = w.FrameWork(env.GPU())
+	w.fps = c.TargetFPS
+	if frl := env.FrameRateLimitFPS(0); frl > 0 {
+		w.fps = min(w.fps, float64(frl))
+	}
+	w.fb = nil
+	w.applyThrottle()
+	w.setPeriod()
+	w.inFlight = false
+	w.running, w.paused, w.last = true, false, env.Now()
+	w.next = env.Now() + w.period
+	return nil
+}
+
+func (w *CAD) setPeriod() {
+	w.period = max(time.Duration(float64(float64(time.Second)/float64(w.fps*(1-w.throttle)))), 1)
+}
+
+// NextEvent returns the next frame time.
+func (w *CAD) NextEvent() time.Duration {
+	if !w.running {
+		return NoEvent
+	}
+	return w.next
+}
+
+// Fire submits the frame due, or skips it if the previous one is still
+// rendering.
+func (w *CAD) Fire(env *Env) error {
+	for w.running && w.next <= env.Now() {
+		tick := w.next
+		w.next += w.period
+		if w.inFlight {
+			w.hist.add(record{start: tick, end: tick, dropped: true})
+			continue
+		}
+		w.seq++
+		err := env.Submit(0, sched.Job{Work: w.work, Chunk: max(w.work/100, 1), Tag: w.seq})
+		if err != nil {
+			return err
+		}
+		w.inFlight, w.tag, w.sentAt = true, w.seq, env.Now()
+	}
+	return nil
+}
+
+// Complete records a finished frame and rewrites a render target.
+func (w *CAD) Complete(env *Env, dev int, c sched.Completion) error {
+	if !w.inFlight || c.Tag != w.tag || dev != 0 {
+		return nil
+	}
+	w.inFlight = false
+	w.hist.add(record{start: w.sentAt, end: c.Finished})
+	return w.targets.write(env.Framebuffer(0), w.rtBytes)
+}
+
+// Resume continues after a pause or a hand-over.
+func (w *CAD) Resume(env *Env) error {
+	w.resume(env)
+	return nil
+}
+
+// Stop ends rendering.
+func (w *CAD) Stop(env *Env) {
+	w.running, w.inFlight = false, false
+}
+
+// SetThrottle lowers the frame rate and the dirtying.
+func (w *CAD) SetThrottle(f float64) error {
+	if err := w.setThrottle(f); err != nil {
+		return err
+	}
+	if w.fps > 0 {
+		w.setPeriod()
+	}
+	return nil
+}
+
+// Shift moves the workload's times by d.
+func (w *CAD) Shift(d time.Duration) {
+	w.shift(d)
+	w.next += d
+	w.sentAt += d
+}

@@ -1,0 +1,113 @@
+package vgpu
+
+// DesktopConfig configures a knowledge worker's desktop. Zero fields take
+// the defaults in brackets; the defaults are assumptions describing office
+// work on a 1920x1080 desktop.
+type DesktopConfig struct {
+	// UpdatesPerSec is the Poisson rate of screen updates (typing,
+	// scrolling, a window redrawn) [5].
+	UpdatesPerSec float64
+	// UpdatePixels is the area each update redraws [a tenth of 1920x1080].
+	UpdatePixels int64
+	// OpsPerPixel is the GPU work per redrawn pixel [500 FLOP: composition
+	// and font rendering].
+	OpsPerPixel int64
+	// Efficiency is the fraction of the GPU's FP32 peak sustained [0.25].
+	Efficiency float64
+	// SurfaceBytes is the framebuffer holding the desktop's surfaces and
+	// window contents (its footprint) [64 MiB].
+	SurfaceBytes int64
+	// RAMWorkingSetBytes is the applications' memory after the guest OS
+	// footprint [1 GiB].
+	RAMWorkingSetBytes int64
+	// RAMDirtyBytesPerSec is the applications' background dirtying [1 MiB/s]
+	// in pattern RAMDirtyPattern [DirtyHotSet].
+	RAMDirtyBytesPerSec int64
+	RAMDirtyPattern     DirtyPattern
+	// HistoryLimit bounds the updates remembered for metrics.
+	HistoryLimit int
+	Seed         uint64
+}
+
+// Desktop is a knowledge worker or an idle desktop: occasional screen
+// updates, each a little GPU work whose completion rewrites the redrawn
+// part of the surfaces, and light background dirtying of guest RAM. It
+// reports updates per second and their latency.
+type Desktop struct {
+	service
+	cfg DesktopConfig
+}
+
+// NewDesktop returns a desktop workload; it starts with its VM.
+func NewDesktop(cfg DesktopConfig) (*Desktop, error) {
+	if cfg.UpdatesPerSec == 0 {
+		cfg.UpdatesPerSec = 5
+	}
+	if cfg.UpdatePixels == 0 {
+		cfg.UpdatePixels = 1920 * 1080 / 10
+	}
+	if cfg.OpsPerPixel == 0 {
+		cfg.OpsPerPixel = 500
+	}
+	if cfg.Efficiency == 0 {
+		cfg.Efficiency = 0.25
+	}
+	if cfg.SurfaceBytes == 0 {
+		cfg.SurfaceBytes = 64 * MiB
+	}
+	if cfg.RAMWorkingSetBytes == 0 {
+		cfg.RAMWorkingSetBytes = 1 * GiB
+	}
+	if cfg.RAMDirtyBytesPerSec == 0 {
+		cfg.RAMDirtyBytesPerSec = 1 * MiB
+		cfg.RAMDirtyPattern = DirtyHotSet
+	}
+	switch {
+	case !(cfg.UpdatesPerSec > 0 && cfg.UpdatesPerSec <= 1e5):
+		return nil, configError("update rate %v outside (0, 1e5]", cfg.UpdatesPerSec)
+	case cfg.UpdatePixels < 0 || cfg.OpsPerPixel < 0 || cfg.SurfaceBytes < 0 || cfg.RAMWorkingSetBytes < 0:
+		return nil, configError("negative desktop size")
+	}
+	if err := checkEfficiency(cfg.Efficiency); err != nil {
+		return nil, err
+	}
+	return &Desktop{service: newService("desktop", cfg.UpdatesPerSec, cfg.Seed, cfg.HistoryLimit), cfg: cfg}, nil
+}
+
+// Config returns the configuration, defaults filled in.
+func (w *Desktop) Config() DesktopConfig { return w.cfg }
+
+// Start draws the desktop and starts the updates.
+func (w *Desktop) Start(env *Env) error {
+	c := w.cfg
+	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	surf, err := fl.take(c.SurfaceBytes, textMix, "surfaces")
+	if err != nil {
+		return err
+	}
+	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	if err != nil {
+		return err
+	}
+	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+		return err
+	}
+	if err := ws.fill(env.RAM()); err != nil {
+		return err
+	}
+	w.fb, w.out = nil, nil
+	for i := range env.Devices() {
+		if err := surf.fill(env.Framebuffer(i)); err != nil {
+			return err
+		}
+		w.out = append(w.out, sweeper{span: surf})
+	}
+	w.reqRing = sweeper{span: ws}
+	w.work = GPUWork(c.UpdatePixels*c.OpsPerPixel, env.GPU().FP32FlopsPerSec, c.Efficiency)
+	w.chunk = 0
+	w.inBytes, w.outBytes = 0, 4*c.UpdatePixels
+	w.applyThrottle()
+	w.begin(env)
+	return nil
+}

@@ -1,0 +1,160 @@
+package vgpu
+
+import (
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+)
+
+// InferenceConfig configures an ML inference service. Zero fields take the
+// defaults in brackets.
+type InferenceConfig struct {
+	// Model is the network served [InceptionV3].
+	Model Model
+	// RequestsPerSec is the Poisson arrival rate of requests [50].
+	RequestsPerSec float64
+	// Precision selects the GPU throughput the work is measured against
+	// [FP32].
+	Precision Precision
+	// Efficiency is the fraction of that peak a batch-1 inference sustains
+	// [0.25; assumption: batch-1 convolutions keep a quarter of a P40's
+	// peak busy, giving Inception V3 3.4 ms and MobileNet 0.4 ms on a whole
+	// P40].
+	Efficiency float64
+	// FootprintBytes, if set, is the framebuffer per vGPU holding data —
+	// the "used framebuffer" a migration is calibrated in: the activation
+	// arena plus weights (a model cache, several replicas) making up the
+	// rest. It overrides WeightsBytes.
+	FootprintBytes int64
+	// WeightsBytes is the framebuffer holding weights [Model.WeightsBytes].
+	WeightsBytes int64
+	// ActivationsBytes is the activation arena, reused by every request
+	// [Model.ActivationBytes].
+	ActivationsBytes int64
+	// RAMWorkingSetBytes is the service's memory in the guest, after the
+	// guest OS footprint; request inputs cycle through it [256 MiB].
+	RAMWorkingSetBytes int64
+	// RAMDirtyBytesPerSec is background dirtying of that working set by the
+	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern.
+	RAMDirtyBytesPerSec int64
+	RAMDirtyPattern     DirtyPattern
+	// FramebufferDirtyBytesPerSec is background dirtying of the activation
+	// arena (pre- and post-processing kernels) [0].
+	FramebufferDirtyBytesPerSec int64
+	// HistoryLimit bounds the requests remembered for metrics
+	// [DefaultHistoryLimit].
+	HistoryLimit int
+	// Seed drives arrivals and page choice.
+	Seed uint64
+}
+
+// Inference is an ML inference service (MLaaS): requests arrive by a
+// Poisson process; each writes its input tensor into guest RAM and costs
+// the model's MACs (two operations each) divided by the GPU's sustained
+// throughput as one GPU job, preemptible at layer boundaries; its
+// completion writes its activations into the vGPU's framebuffer. It
+// reports requests per second and latency from arrival to completion.
+type Inference struct {
+	service
+	cfg InferenceConfig
+}
+
+// NewInference returns an inference service; it starts with its VM.
+func NewInference(cfg InferenceConfig) (*Inference, error) {
+	if cfg.Model.Name == "" {
+		cfg.Model = InceptionV3
+	}
+	if cfg.RequestsPerSec == 0 {
+		cfg.RequestsPerSec = 50
+	}
+	if cfg.Efficiency == 0 {
+		cfg.Efficiency = 0.25
+	}
+	if cfg.WeightsBytes == 0 {
+		cfg.WeightsBytes = cfg.Model.WeightsBytes()
+	}
+	if cfg.ActivationsBytes == 0 {
+		cfg.ActivationsBytes = cfg.Model.ActivationBytes
+	}
+	if cfg.FootprintBytes > 0 {
+		cfg.ActivationsBytes = min(cfg.ActivationsBytes, cfg.FootprintBytes)
+		cfg.WeightsBytes = cfg.FootprintBytes - cfg.ActivationsBytes
+	}
+	if cfg.RAMWorkingSetBytes == 0 {
+		cfg.RAMWorkingSetBytes = 256 * MiB
+	}
+	if cfg.RAMDirtyBytesPerSec == 0 {
+		cfg.RAMDirtyBytesPerSec = 4 * MiB
+	}
+	switch {
+	case cfg.Model.MACs <= 0 || cfg.Model.Layers <= 0:
+		return nil, configError("inference model %q needs MACs and layers", cfg.Model.Name)
+	case !(cfg.RequestsPerSec > 0 && cfg.RequestsPerSec <= 1e6):
+		return nil, configError("request rate %v outside (0, 1e6]", cfg.RequestsPerSec)
+	case cfg.Precision != FP32 && cfg.Precision != INT8:
+		return nil, configError("unknown precision %v", cfg.Precision)
+	case cfg.FootprintBytes < 0 || cfg.WeightsBytes < 0 || cfg.ActivationsBytes < 0 || cfg.RAMWorkingSetBytes < 0:
+		return nil, configError("negative memory size")
+	}
+	if err := checkEfficiency(cfg.Efficiency); err != nil {
+		return nil, err
+	}
+	w := &Inference{service: newService("inference "+cfg.Model.Name, cfg.RequestsPerSec, cfg.Seed, cfg.HistoryLimit), cfg: cfg}
+	return w, nil
+}
+
+// Config returns the configuration, defaults filled in.
+func (w *Inference) Config() InferenceConfig { return w.cfg }
+
+// RequestWork is the GPU time of one request with the whole GPU.
+func (w *Inference) RequestWork(spec GPUSpec) time.Duration {
+	return GPUWork(2*w.cfg.Model.MACs, w.cfg.Precision.peak(spec), w.cfg.Efficiency)
+}
+
+// Start loads the model into every vGPU's framebuffer and starts serving.
+func (w *Inference) Start(env *Env) error {
+	c := w.cfg
+	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	weights, err := fl.take(c.WeightsBytes, memory.MixWeights, "weights")
+	if err != nil {
+		return err
+	}
+	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations, "activation arena")
+	if err != nil {
+		return err
+	}
+	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	if err != nil {
+		return err
+	}
+	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+		return err
+	}
+	w.fb, w.out = nil, nil
+	for i := range env.Devices() {
+		fb := env.Framebuffer(i)
+		if err := weights.fill(fb); err != nil {
+			return err
+		}
+		if err := arena.fill(fb); err != nil {
+			return err
+		}
+		d, err := newDirtier(arena, DirtyUniform, c.FramebufferDirtyBytesPerSec, derive(c.Seed, 100+uint64(i)))
+		if err != nil {
+			return err
+		}
+		w.fb = append(w.fb, d)
+		w.out = append(w.out, sweeper{span: arena})
+	}
+	if err := ws.fill(env.RAM()); err != nil {
+		return err
+	}
+	w.reqRing = sweeper{span: ws}
+	w.work = w.RequestWork(env.GPU())
+	w.chunk = max(w.work/time.Duration(c.Model.Layers), 1)
+	w.inBytes, w.outBytes = c.Model.InputBytes, c.Model.ActivationBytes
+	w.applyThrottle()
+	w.begin(env)
+	return nil
+}

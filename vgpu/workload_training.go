@@ -1,0 +1,288 @@
+package vgpu
+
+import (
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/sched"
+)
+
+// TrainingConfig configures ML training. Zero fields take the defaults in
+// brackets.
+type TrainingConfig struct {
+	// Model is the network trained [InceptionV3].
+	Model Model
+	// BatchSize is the samples per iteration and vGPU [32].
+	BatchSize int
+	// Precision and Efficiency measure the work against the GPU's peak
+	// [FP32, 0.4; assumption: large-batch training keeps more of the GPU
+	// busy than batch-1 inference].
+	Precision  Precision
+	Efficiency float64
+	// FootprintBytes, if set, is the framebuffer per vGPU holding data:
+	// the activations plus weights making up the rest. It overrides
+	// WeightsBytes.
+	FootprintBytes int64
+	// WeightsBytes is the framebuffer holding weights, rewritten by every
+	// optimizer step [Model.WeightsBytes].
+	WeightsBytes int64
+	// ActivationsBytes is the framebuffer holding the batch's activations
+	// and gradients, rewritten every iteration [BatchSize x
+	// Model.ActivationBytes, capped at what fits].
+	ActivationsBytes int64
+	// OptimizerStateBytes is the optimizer state kept in guest RAM and
+	// rewritten every iteration [2 x WeightsBytes: Adam's two moments].
+	OptimizerStateBytes int64
+	// RAMDirtyBytesPerSec is the input pipeline's background dirtying of
+	// the optimizer's region [0].
+	RAMDirtyBytesPerSec int64
+	// QueueDepth is how many iterations the framework keeps queued on the
+	// GPU ahead of the one running [2].
+	QueueDepth int
+	// PollInterval is how often the framework's launch thread tops the
+	// queue up [1 ms].
+	PollInterval time.Duration
+	HistoryLimit int
+	Seed         uint64
+}
+
+// Training runs iterations back to back: each is one GPU job per vGPU of
+// three times the forward pass's MACs (forward and backward) for the
+// batch; when it finishes, the optimizer step rewrites the weights in the
+// framebuffer and the optimizer state in guest RAM. It reports iterations
+// per second and iteration time (its training time).
+type Training struct {
+	base
+	cfg       TrainingConfig
+	work      time.Duration
+	clock     time.Duration // latest time seen
+	nextIter  uint64
+	remaining map[uint64]int // iteration -> vGPU jobs still running
+	inFlight  int
+	readyAt   time.Duration // when a queue slot became free
+	lastDone  time.Duration
+	weights   span
+	acts      span
+	optimizer span
+}
+
+// NewTraining returns a training workload; it starts with its VM.
+func NewTraining(cfg TrainingConfig) (*Training, error) {
+	if cfg.Model.Name == "" {
+		cfg.Model = InceptionV3
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 32
+	}
+	if cfg.Efficiency == 0 {
+		cfg.Efficiency = 0.4
+	}
+	if cfg.WeightsBytes == 0 {
+		cfg.WeightsBytes = cfg.Model.WeightsBytes()
+	}
+	if cfg.ActivationsBytes == 0 {
+		cfg.ActivationsBytes = int64(cfg.BatchSize) * cfg.Model.ActivationBytes
+	}
+	if cfg.FootprintBytes > 0 {
+		cfg.ActivationsBytes = min(cfg.ActivationsBytes, cfg.FootprintBytes)
+		cfg.WeightsBytes = cfg.FootprintBytes - cfg.ActivationsBytes
+	}
+	if cfg.OptimizerStateBytes == 0 {
+		cfg.OptimizerStateBytes = 2 * cfg.WeightsBytes
+	}
+	if cfg.QueueDepth == 0 {
+		cfg.QueueDepth = 2
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Millisecond
+	}
+	switch {
+	case cfg.Model.MACs <= 0 || cfg.Model.Layers <= 0:
+		return nil, configError("training model %q needs MACs and layers", cfg.Model.Name)
+	case cfg.BatchSize < 1 || cfg.BatchSize > 1<<16:
+		return nil, configError("batch size %d outside [1, 65536]", cfg.BatchSize)
+	case cfg.Precision != FP32 && cfg.Precision != INT8:
+		return nil, configError("unknown precision %v", cfg.Precision)
+	case cfg.QueueDepth < 1 || cfg.QueueDepth > 64:
+		return nil, configError("queue depth %d outside [1, 64]", cfg.QueueDepth)
+	case cfg.PollInterval < time.Microsecond || cfg.PollInterval > time.Second:
+		return nil, configError("poll interval %v outside [1µs, 1s]", cfg.PollInterval)
+	case cfg.FootprintBytes < 0 || cfg.WeightsBytes < 0 || cfg.ActivationsBytes < 0 || cfg.OptimizerStateBytes < 0:
+		return nil, configError("negative memory size")
+	}
+	if err := checkEfficiency(cfg.Efficiency); err != nil {
+		return nil, err
+	}
+	return &Training{base: base{name: "training " + cfg.Model.Name, hist: newHistory(cfg.HistoryLimit)},
+		cfg: cfg, remaining: make(map[uint64]int)}, nil
+}
+
+// Config returns the configuration, defaults filled in.
+func (w *Training) Config() TrainingConfig { return w.cfg }
+
+// IterationWork is the GPU time of one iteration on one vGPU with the
+// whole GPU.
+func (w *Training) IterationWork(spec GPUSpec) time.Duration {
+	ops := 3 * 2 * w.cfg.Model.MACs * int64(w.cfg.BatchSize)
+	return GPUWork(ops, w.cfg.Precision.peak(spec), w.cfg.Efficiency)
+}
+
+// Start loads the model and queues the first iterations.
+func (w *Training) Start(env *Env) error {
+	c := w.cfg
+	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	var err error
+	if w.weights, err = fl.take(c.WeightsBytes, memory.MixWeights, "weights"); err != nil {
+		return err
+	}
+	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations, "activations"); err != nil {
+		return err
+	}
+	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights, "optimizer state"); err != nil {
+		return err
+	}
+	if w.ram, err = newDirtier(w.optimizer, DirtySweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+		return err
+	}
+	for i := range env.Devices() {
+		if err := w.weights.fill(env.Framebuffer(i)); err != nil {
+			return err
+		}
+		if err := w.acts.fill(env.Framebuffer(i)); err != nil {
+			return err
+		}
+	}
+	if err := w.optimizer.fill(env.RAM()); err != nil {
+		return err
+	}
+	w.fb = nil
+	w.applyThrottle()
+	w.work = w.IterationWork(env.GPU())
+	clear(w.remaining)
+	w.inFlight = 0
+	now := env.Now()
+	w.running, w.paused, w.last, w.clock, w.readyAt, w.lastDone = true, false, now, now, now, now
+	return w.topUp(env)
+}
+
+// depth is the queue depth in force: a throttled framework keeps one
+// iteration in flight and waits between iterations.
+func (w *Training) depth() int {
+	if w.throttle > 0 {
+		return 1
+	}
+	return w.cfg.QueueDepth
+}
+
+// grid rounds t up to the launch thread's poll times.
+func (w *Training) grid(t time.Duration) time.Duration {
+	p := w.cfg.PollInterval
+	return (t + p - 1) / p * p
+}
+
+// NextEvent returns the poll at which the queue is topped up, or, while it
+// is full, the next poll, at which completions are looked at. Polls fall on
+// multiples of PollInterval, so the times do not depend on how the host's
+// time is divided.
+func (w *Training) NextEvent() time.Duration {
+	if !w.running {
+		return NoEvent
+	}
+	if w.inFlight < w.depth() {
+		return max(w.grid(w.readyAt), w.grid(w.clock))
+	}
+	return w.grid(w.clock + 1)
+}
+
+// AdvanceTo performs the background dirtying and notes the time.
+func (w *Training) AdvanceTo(env *Env, t time.Duration) error {
+	w.clock = max(w.clock, t)
+	return w.base.AdvanceTo(env, t)
+}
+
+// Fire tops the queue up.
+func (w *Training) Fire(env *Env) error {
+	w.clock = max(w.clock, env.Now())
+	if w.inFlight < w.depth() && w.grid(w.readyAt) <= env.Now() {
+		return w.topUp(env)
+	}
+	return nil
+}
+
+func (w *Training) topUp(env *Env) error {
+	for w.running && w.inFlight < w.depth() {
+		it := w.nextIter
+		w.nextIter++
+		for dev := range env.Devices() {
+			tag := it<<8 | uint64(dev)
+			if err := env.Submit(dev, sched.Job{Work: w.work, Chunk: max(w.work/time.Duration(3*w.cfg.Model.Layers), 1), Tag: tag}); err != nil {
+				return err
+			}
+		}
+		w.remaining[it] = env.Devices()
+		w.inFlight++
+	}
+	return nil
+}
+
+// Complete counts a vGPU's part of an iteration; the optimizer step
+// rewrites that vGPU's weights and activations, and the last part the
+// optimizer state in RAM.
+func (w *Training) Complete(env *Env, dev int, c sched.Completion) error {
+	it := c.Tag >> 8
+	n, ok := w.remaining[it]
+	if !ok {
+		return nil
+	}
+	fb := env.Framebuffer(dev)
+	if err := w.weights.fill(fb); err != nil {
+		return err
+	}
+	if err := w.acts.fill(fb); err != nil {
+		return err
+	}
+	if n > 1 {
+		w.remaining[it] = n - 1
+		return nil
+	}
+	delete(w.remaining, it)
+	w.inFlight--
+	w.hist.add(record{start: w.lastDone, end: c.Finished})
+	w.lastDone = c.Finished
+	w.readyAt = c.Finished
+	if w.throttle > 0 {
+		// A throttled framework waits between iterations so that the GPU
+		// is busy 1-f of the time.
+		w.readyAt += time.Duration(float64(float64(w.work) * w.throttle / (1 - w.throttle)))
+	}
+	return w.optimizer.fill(env.RAM())
+}
+
+// Resume continues after a pause or a hand-over: the queue is topped up at
+// the first poll.
+func (w *Training) Resume(env *Env) error {
+	w.resume(env)
+	w.clock = max(w.clock, env.Now())
+	w.readyAt = max(w.readyAt, env.Now())
+	return nil
+}
+
+// Stop ends training; queued iterations are lost.
+func (w *Training) Stop(env *Env) {
+	w.running = false
+	clear(w.remaining)
+	w.inFlight = 0
+}
+
+// SetThrottle slows training: one iteration at a time with a pause after
+// each, and slower dirtying.
+func (w *Training) SetThrottle(f float64) error { return w.setThrottle(f) }
+
+// Shift moves the workload's times by d.
+func (w *Training) Shift(d time.Duration) {
+	w.shift(d)
+	w.clock += d
+	w.readyAt += d
+	w.lastDone += d
+}
