@@ -1,0 +1,221 @@
+package migrate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+)
+
+// Mode selects how vGPU memory moves.
+type Mode uint8
+
+const (
+	// PreCopy pre-copies every vGPU framebuffer with guest RAM, round after
+	// round, from its own dirty log; the stun sends only what is still
+	// dirty. The default.
+	PreCopy Mode = iota + 1
+	// Legacy copies vGPU memory only during the stun, through the device
+	// checkpoint path, as vSphere 6.7 U1 did; guest RAM is still
+	// pre-copied.
+	Legacy
+)
+
+func (m Mode) String() string {
+	switch m {
+	case PreCopy:
+		return "pre-copy"
+	case Legacy:
+		return "legacy"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// MarshalText writes the mode's name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Fidelity selects how faithfully pages are moved.
+type Fidelity uint8
+
+const (
+	// Bytes reads every page, encodes it with the checkpoint writer and
+	// applies it at the destination: the destination holds the source's
+	// bytes. The default.
+	Bytes Fidelity = iota + 1
+	// Model counts pages by content class and takes each class's wire
+	// size from compressing a real sample of it once per Sim; the
+	// destination regenerates the pages (same classes, generations and
+	// window seeds). A 24 GB framebuffer migrates in well under a second
+	// of wall time.
+	Model
+)
+
+func (f Fidelity) String() string {
+	switch f {
+	case Bytes:
+		return "bytes"
+	case Model:
+		return "model"
+	}
+	return fmt.Sprintf("Fidelity(%d)", uint8(f))
+}
+
+// MarshalText writes the fidelity's name.
+func (f Fidelity) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// NonConvergence is what a migration does when pre-copy does not converge:
+// the dirty rate reaches the link's rate, or the round limit is reached.
+type NonConvergence uint8
+
+const (
+	// Throttle slows the workload (its dirty rate and GPU share) in steps,
+	// as vSphere's stun during page send and QEMU's auto-converge do, and
+	// switches over when converged or when throttling is at its maximum.
+	// The default.
+	Throttle NonConvergence = iota + 1
+	// SwitchAnyway switches over at once, accepting a longer stun.
+	SwitchAnyway
+	// Abort gives up; the VM stays on the source.
+	Abort
+)
+
+func (n NonConvergence) String() string {
+	switch n {
+	case Throttle:
+		return "throttle"
+	case SwitchAnyway:
+		return "switch over anyway"
+	case Abort:
+		return "abort"
+	}
+	return fmt.Sprintf("NonConvergence(%d)", uint8(n))
+}
+
+// ThrottleSteps shape Throttle: the first cut, the step added each round
+// that still does not converge, and the most that is cut.
+type ThrottleSteps struct {
+	Start, Step, Max float64
+}
+
+// DefaultThrottle is QEMU auto-converge's default: 20 %, then 10 % more a
+// round, at most 99 %.
+var DefaultThrottle = ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99}
+
+// Defaults of Config.
+const (
+	// DefaultStunTarget is vMotion's standard stun: one second.
+	DefaultStunTarget = time.Second
+	// DefaultMaxRounds bounds pre-copy rounds.
+	DefaultMaxRounds = 30
+	// DefaultBatchBytes is the raw page bytes a batch record holds.
+	DefaultBatchBytes = 1 << 20
+)
+
+// Config describes one migration. The zero value means every default:
+// pre-copy over 10 GbE, byte fidelity, a 1 s stun target, no stun limit,
+// throttling when pre-copy does not converge, zstd at its fastest.
+type Config struct {
+	Mode     Mode
+	Fidelity Fidelity
+	// Link is the network the stream crosses; migrations in one Sim whose
+	// links have the same Name share one link's bandwidth.
+	Link Link
+	// StunTarget is the stun pre-copy aims under.
+	StunTarget time.Duration
+	// StunLimit, if set, refuses a migration whose estimated stun exceeds
+	// it, before anything is paused, and fails one whose expected stun at
+	// switchover exceeds it, leaving the VM on the source (vSphere 8.0 U2's
+	// per-VM limit; VSphere67U1StunLimit is 6.7 U1's fixed timeout).
+	StunLimit time.Duration
+	// MaxRounds bounds pre-copy rounds, round 0 included.
+	MaxRounds int
+	// OnNonConvergence is the policy when pre-copy does not converge.
+	OnNonConvergence NonConvergence
+	// Throttle shapes the Throttle policy; zero means DefaultThrottle.
+	Throttle ThrottleSteps
+	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
+	// mode and Legacy67U1Costs in Legacy mode.
+	Costs StunCosts
+	// Uncompressed sends pages without compression (zero pages are still
+	// elided).
+	Uncompressed bool
+	// BatchBytes is the raw page bytes of one batch record.
+	BatchBytes int
+	// StreamID is the caller's half of the stream's id; the Sim adds its
+	// own number for the migration, so two migrations' streams differ.
+	StreamID uint64
+	// EncryptionKey, if set (checkpoint.KeySize bytes), encrypts every
+	// record of the stream, as Encrypted vMotion does; the destination
+	// requires it.
+	EncryptionKey []byte
+	// MetricsWindow is how long before the start and after the end the
+	// report's workload metrics cover; zero means one second.
+	MetricsWindow time.Duration
+}
+
+// level is the checkpoint compression level the configuration asks for.
+func (c Config) level() checkpoint.Level {
+	if c.Uncompressed {
+		return checkpoint.LevelNone
+	}
+	return checkpoint.LevelFastest
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Mode == 0 {
+		c.Mode = PreCopy
+	}
+	if c.Fidelity == 0 {
+		c.Fidelity = Bytes
+	}
+	if c.Link.BandwidthBitsPerSec == 0 && c.Link.Name == "" {
+		c.Link = GbE10
+	}
+	if c.StunTarget == 0 {
+		c.StunTarget = DefaultStunTarget
+	}
+	if c.MaxRounds == 0 {
+		c.MaxRounds = DefaultMaxRounds
+	}
+	if c.OnNonConvergence == 0 {
+		c.OnNonConvergence = Throttle
+	}
+	if c.Throttle == (ThrottleSteps{}) {
+		c.Throttle = DefaultThrottle
+	}
+	if c.Costs == (StunCosts{}) {
+		c.Costs = PreCopyCosts
+		if c.Mode == Legacy {
+			c.Costs = Legacy67U1Costs
+		}
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.MetricsWindow == 0 {
+		c.MetricsWindow = time.Second
+	}
+	switch {
+	case c.Mode != PreCopy && c.Mode != Legacy:
+		return c, fmt.Errorf("%w: unknown mode %v", ErrConfig, c.Mode)
+	case c.Fidelity != Bytes && c.Fidelity != Model:
+		return c, fmt.Errorf("%w: unknown fidelity %v", ErrConfig, c.Fidelity)
+	case c.OnNonConvergence < Throttle || c.OnNonConvergence > Abort:
+		return c, fmt.Errorf("%w: unknown policy %v", ErrConfig, c.OnNonConvergence)
+	case c.StunTarget < 0 || c.StunLimit < 0:
+		return c, fmt.Errorf("%w: negative stun target or limit", ErrConfig)
+	case c.MaxRounds < 1 || c.MaxRounds > 1000:
+		return c, fmt.Errorf("%w: max rounds %d outside [1, 1000]", ErrConfig, c.MaxRounds)
+	case !(c.Throttle.Start > 0 && c.Throttle.Step >= 0 && c.Throttle.Max >= c.Throttle.Start && c.Throttle.Max < 1):
+		return c, fmt.Errorf("%w: throttle steps %+v", ErrConfig, c.Throttle)
+	case c.Costs.Quiesce < 0 || c.Costs.DeviceCheckpoint < 0 || c.Costs.Resume < 0 || c.Costs.CheckpointPathBytesPerSec < 0:
+		return c, fmt.Errorf("%w: negative stun cost", ErrConfig)
+	case c.BatchBytes < 4096 || c.BatchBytes > checkpoint.MaxBatchBytes:
+		return c, fmt.Errorf("%w: batch of %d bytes outside [4 KiB, 64 MiB]", ErrConfig, c.BatchBytes)
+	case c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize:
+		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
+	case c.MetricsWindow < 0:
+		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
+	}
+	return c, c.Link.validate()
+}

@@ -1,0 +1,63 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; every error the package returns wraps one of them, and a
+// migration's failure is a *PhaseError that wraps one and says where.
+var (
+	// ErrConfig reports an invalid configuration or link.
+	ErrConfig = errors.New("migrate: invalid configuration")
+	// ErrIncompatible reports a VM the destination cannot take: another GPU
+	// model, no room for its vGPUs or memory, a passthrough device. The
+	// vgpu package's typed error is wrapped beside it.
+	ErrIncompatible = errors.New("migrate: incompatible destination")
+	// ErrStunLimit reports a migration whose stun would exceed the VM's
+	// stun-time limit: refused at the start, or given up at switchover.
+	ErrStunLimit = errors.New("migrate: stun time limit exceeded")
+	// ErrNotConverged reports pre-copy that did not converge under the
+	// Abort policy.
+	ErrNotConverged = errors.New("migrate: pre-copy did not converge")
+	// ErrCanceled reports a migration the caller canceled.
+	ErrCanceled = errors.New("migrate: canceled")
+	// ErrTooLate reports a cancel after the destination acknowledged the
+	// resume: the VM has moved, and the migration completes.
+	ErrTooLate = errors.New("migrate: too late to cancel")
+	// ErrBusy reports a host already at its limit of concurrent
+	// migrations.
+	ErrBusy = errors.New("migrate: too many concurrent migrations")
+	// ErrStream reports a stream the destination rejected; the checkpoint
+	// package's *Error is wrapped beside it.
+	ErrStream = errors.New("migrate: stream rejected")
+	// ErrDestination reports a destination that failed to restore or
+	// resume the VM.
+	ErrDestination = errors.New("migrate: destination failed")
+	// ErrSource reports a source VM or host that failed during the
+	// migration (a workload error, a VM destroyed under the migration).
+	ErrSource = errors.New("migrate: source failed")
+)
+
+// PhaseError is how a migration fails: the VM, the phase it was in, and the
+// cause, which wraps one of the sentinels above.
+type PhaseError struct {
+	VM    string
+	Phase Phase
+	Err   error
+}
+
+func (e *PhaseError) Error() string {
+	return fmt.Sprintf("migrate: VM %q failed in %v: %v", e.VM, e.Phase, e.Err)
+}
+
+func (e *PhaseError) Unwrap() error { return e.Err }
+
+// wrap joins a sentinel and the error that caused it, so that errors.Is
+// finds both and errors.As finds the cause's type.
+func wrap(sentinel error, cause error) error {
+	if cause == nil {
+		return sentinel
+	}
+	return fmt.Errorf("%w: %w", sentinel, cause)
+}

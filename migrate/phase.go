@@ -1,0 +1,75 @@
+package migrate
+
+import "fmt"
+
+// Phase is the state of a Migration. A migration moves through them in
+// order, skipping none but PhasePreCopy (Legacy mode still pre-copies guest RAM;
+// a VM without dirty memory may switch over after round 0), and ends in
+// PhaseDone or PhaseFailed.
+type Phase uint8
+
+const (
+	// PhaseSetup checks compatibility and reserves the destination.
+	PhaseSetup Phase = iota + 1
+	// PhasePreCopy sends memory round after round while the VM runs.
+	PhasePreCopy
+	// PhaseSwitchover decides to stop pre-copying.
+	PhaseSwitchover
+	// PhaseQuiesce stops the VM's vCPUs and GPU work at the source.
+	PhaseQuiesce
+	// PhaseDeviceSave saves each vGPU's state over PCIe (and, in Legacy mode,
+	// its framebuffer through the device checkpoint path).
+	PhaseDeviceSave
+	// PhaseFinalRAM sends the guest RAM pages still dirty.
+	PhaseFinalRAM
+	// PhaseFinalFramebuffer sends the framebuffer pages still dirty (every used
+	// page, in Legacy mode).
+	PhaseFinalFramebuffer
+	// PhaseDeviceState sends the device checkpoints.
+	PhaseDeviceState
+	// PhaseRestore loads the device state into the destination's vGPUs over
+	// PCIe.
+	PhaseRestore
+	// PhaseResume starts the VM at the destination and waits for its
+	// acknowledgement; until then the source owns the VM.
+	PhaseResume
+	// PhaseRelease frees and scrubs the VM's resources at the source.
+	PhaseRelease
+	// PhaseDone: the VM runs at the destination.
+	PhaseDone
+	// PhaseFailed: the VM runs (or stays paused) at the source, unchanged, and
+	// the destination holds nothing.
+	PhaseFailed
+
+	numPhases = iota
+)
+
+// Phases returns every phase in order, PhaseSetup to PhaseFailed.
+func Phases() []Phase {
+	out := make([]Phase, 0, numPhases)
+	for p := PhaseSetup; p <= PhaseFailed; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+var phaseNames = [...]string{
+	PhaseSetup: "setup", PhasePreCopy: "pre-copy", PhaseSwitchover: "switchover", PhaseQuiesce: "quiesce",
+	PhaseDeviceSave: "device save", PhaseFinalRAM: "final RAM", PhaseFinalFramebuffer: "final framebuffer",
+	PhaseDeviceState: "device state", PhaseRestore: "restore", PhaseResume: "resume", PhaseRelease: "release",
+	PhaseDone: "done", PhaseFailed: "failed",
+}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) && phaseNames[p] != "" {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(p))
+}
+
+// Stunned reports whether the VM is stopped during phase p: from PhaseQuiesce
+// to PhaseResume.
+func (p Phase) Stunned() bool { return p >= PhaseQuiesce && p <= PhaseResume }
+
+// MarshalText writes the phase's name, so reports marshal to readable JSON.
+func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }

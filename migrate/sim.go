@@ -1,0 +1,288 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// DefaultMaxPerHost is the number of migrations a host may take part in at
+// once: vSphere 7 allows 8 concurrent vMotions per host on 10 GbE.
+const DefaultMaxPerHost = 8
+
+// SimConfig configures a Sim. The zero value is valid.
+type SimConfig struct {
+	// MaxPerHost bounds the migrations a host is the source or destination
+	// of at once; 0 means DefaultMaxPerHost.
+	MaxPerHost int
+}
+
+// Sim is the world migrations happen in: the hosts they move VMs between,
+// the links they share, and one simulated clock. The caller drives it —
+// Step to the next event, Advance by a duration, Run to the end — and it
+// drives its hosts: every host it knows is advanced by exactly the time the
+// Sim moves on, so the VMs' workloads run while their memory is copied.
+// Once a host is in a Sim, advance it only through the Sim.
+//
+// A Sim is not safe for concurrent use and starts no goroutines. Given the
+// same hosts, configurations and calls, it produces the same events,
+// reports and stream bytes on every machine.
+type Sim struct {
+	cfg    SimConfig
+	now    time.Duration
+	hosts  []*vgpu.Host
+	links  []*linkState
+	active []*Migration
+	nextID int
+	costs  costTables
+	queue  []Event // events produced but not yet returned by Step
+}
+
+// linkState is one link and the flows that share it.
+type linkState struct {
+	link  Link
+	share share
+}
+
+// NewSim returns a Sim that drives the given hosts. Hosts that migrations
+// use are added when the migrations start.
+func NewSim(cfg SimConfig, hosts ...*vgpu.Host) (*Sim, error) {
+	if cfg.MaxPerHost == 0 {
+		cfg.MaxPerHost = DefaultMaxPerHost
+	}
+	if cfg.MaxPerHost < 1 || cfg.MaxPerHost > 1024 {
+		return nil, fmt.Errorf("%w: MaxPerHost %d outside [1, 1024]", ErrConfig, cfg.MaxPerHost)
+	}
+	s := &Sim{cfg: cfg}
+	for _, h := range hosts {
+		if h == nil {
+			return nil, fmt.Errorf("%w: nil host", ErrConfig)
+		}
+		s.AddHost(h)
+	}
+	return s, nil
+}
+
+// Now returns the time the Sim has advanced since it was made.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// AddHost makes the Sim drive h. Adding a host twice does nothing.
+func (s *Sim) AddHost(h *vgpu.Host) {
+	if !slices.Contains(s.hosts, h) {
+		s.hosts = append(s.hosts, h)
+	}
+}
+
+// Hosts returns the hosts the Sim drives, in the order they were added.
+func (s *Sim) Hosts() []*vgpu.Host { return slices.Clone(s.hosts) }
+
+// Active returns the migrations under way, in the order they started.
+func (s *Sim) Active() []*Migration { return slices.Clone(s.active) }
+
+// Idle reports whether no migration is under way.
+func (s *Sim) Idle() bool { return len(s.active) == 0 && len(s.queue) == 0 }
+
+func (s *Sim) link(l Link) (*linkState, error) {
+	for _, ls := range s.links {
+		if ls.link.Name == l.Name {
+			if ls.link != l {
+				return nil, fmt.Errorf("%w: two links named %q differ", ErrConfig, l.Name)
+			}
+			return ls, nil
+		}
+	}
+	ls := &linkState{link: l, share: share{capacity: l.GoodputBytesPerSec()}}
+	s.links = append(s.links, ls)
+	return ls, nil
+}
+
+// LinkRates returns, for the link named name, the rate in bytes per second
+// each active migration's flow has on it now, in start order, and their
+// sum, which never exceeds the link's goodput.
+func (s *Sim) LinkRates(name string) (rates []int64, total int64) {
+	for _, ls := range s.links {
+		if ls.link.Name == name {
+			for _, f := range ls.share.flows {
+				rates = append(rates, f.rate)
+			}
+			return rates, ls.share.total()
+		}
+	}
+	return nil, 0
+}
+
+func (s *Sim) busy(h *vgpu.Host) int {
+	n := 0
+	for _, m := range s.active {
+		if m.src == h || m.dst == h {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Sim) emit(e Event) { s.queue = append(s.queue, e) }
+
+// errNoEvent is returned by next when nothing is scheduled.
+var errNoEvent = errors.New("migrate: no event")
+
+// nextAt returns the time of the earliest thing scheduled: a migration's
+// timer or the end of a transfer on a link.
+func (s *Sim) nextAt() (time.Duration, bool) {
+	best, ok := time.Duration(0), false
+	for _, m := range s.active {
+		if m.timerSet && (!ok || m.timerAt < best) {
+			best, ok = m.timerAt, true
+		}
+	}
+	for _, ls := range s.links {
+		if d, moving := ls.share.untilNext(); moving && (!ok || s.now+d < best) {
+			best, ok = s.now+d, true
+		}
+	}
+	return best, ok
+}
+
+// advanceTo moves the hosts and the links on to t.
+func (s *Sim) advanceTo(t time.Duration) error {
+	d := t - s.now
+	if d <= 0 {
+		return nil
+	}
+	for _, ls := range s.links {
+		ls.share.advance(d)
+	}
+	var errs []error
+	for _, h := range s.hosts {
+		if err := h.Advance(d); err != nil {
+			errs = append(errs, fmt.Errorf("host %s: %w", h.Name(), err))
+		}
+	}
+	s.now = t
+	if len(errs) > 0 {
+		// A workload failed: the migrations of VMs on that host cannot
+		// trust its memory any more.
+		err := wrap(ErrSource, errors.Join(errs...))
+		for _, m := range slices.Clone(s.active) {
+			m.fail(err)
+		}
+		return err
+	}
+	return nil
+}
+
+// fire handles everything due now: transfers that ended, then timers, each
+// in the migrations' start order.
+func (s *Sim) fire() {
+	for _, ls := range s.links {
+		done := false
+		for _, f := range ls.share.flows {
+			if f.busy && f.remaining == 0 {
+				f.busy = false
+				done = true
+			}
+		}
+		if done {
+			ls.share.allocate()
+		}
+	}
+	for _, m := range slices.Clone(s.active) {
+		if m.flow != nil && m.transferring && !m.flow.busy {
+			m.transferring = false
+			m.setTimer(s.now + m.cfg.Link.Latency) // the last byte's flight
+		}
+	}
+	for _, m := range slices.Clone(s.active) {
+		if m.timerSet && m.timerAt <= s.now {
+			m.timerSet = false
+			m.wake()
+		}
+	}
+}
+
+// step advances to the next scheduled moment, if it is no later than limit,
+// and handles it.
+func (s *Sim) step(limit time.Duration) error {
+	t, ok := s.nextAt()
+	if !ok {
+		return errNoEvent
+	}
+	if t > limit {
+		return s.advanceTo(limit)
+	}
+	if err := s.advanceTo(t); err != nil {
+		return err
+	}
+	s.fire()
+	return nil
+}
+
+// Step advances simulated time to the next event of any migration and
+// returns it. With no migration under way it returns false.
+func (s *Sim) Step() (Event, bool, error) {
+	for len(s.queue) == 0 {
+		if err := s.step(maxTime); err == errNoEvent {
+			return Event{}, false, nil
+		} else if err != nil {
+			return Event{}, false, err
+		}
+	}
+	e := s.queue[0]
+	s.queue = s.queue[1:]
+	return e, true, nil
+}
+
+// Advance moves simulated time on by d, handling every event on the way,
+// and returns those events. Hosts are advanced by exactly d.
+func (s *Sim) Advance(d time.Duration) ([]Event, error) {
+	if d < 0 {
+		return nil, fmt.Errorf("%w: negative duration %v", ErrConfig, d)
+	}
+	end := s.now + d
+	for s.now < end {
+		if err := s.step(end); err == errNoEvent {
+			if err := s.advanceTo(end); err != nil {
+				return s.drain(), err
+			}
+		} else if err != nil {
+			return s.drain(), err
+		}
+	}
+	// Timers due exactly at end fire before returning.
+	for {
+		t, ok := s.nextAt()
+		if !ok || t > end {
+			break
+		}
+		s.fire()
+	}
+	return s.drain(), nil
+}
+
+// Run advances until no migration is under way and returns the events.
+func (s *Sim) Run() ([]Event, error) {
+	var all []Event
+	for {
+		e, ok, err := s.Step()
+		if err != nil || !ok {
+			return all, err
+		}
+		all = append(all, e)
+	}
+}
+
+func (s *Sim) drain() []Event {
+	q := s.queue
+	s.queue = nil
+	return q
+}
+
+func (s *Sim) remove(m *Migration) {
+	s.active = slices.DeleteFunc(s.active, func(x *Migration) bool { return x == m })
+}
+
+// maxTime is beyond any simulated horizon.
+const maxTime = time.Duration(1<<63 - 1)

@@ -1,0 +1,267 @@
+package migrate
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// transport moves a migration's pages and device states from the source's
+// regions to the destination's, and says how many bytes that put on the
+// wire. The byte transport really encodes, sends and applies a checkpoint
+// stream; the model transport counts, and regenerates pages at the
+// destination from their content class.
+type transport interface {
+	// send queues region i's pages: those in set, or, if set is nil, every
+	// page not in its initial state.
+	send(i int, set *memory.PageSet) (Traffic, error)
+	// endRound closes a pre-copy round.
+	endRound() error
+	// finish queues the device states and the end of the stream.
+	finish(states [][]byte) error
+	// pending returns the wire bytes queued since the last markSent.
+	pending() int64
+	markSent()
+	// total returns every wire byte queued so far.
+	total() int64
+	// deliver has the destination take in everything sent.
+	deliver() error
+	// states returns the device states the destination received, once
+	// the whole stream has been delivered and verified.
+	states() ([][]byte, error)
+	// abort scrubs whatever the destination received.
+	abort()
+	// close frees the codecs; it is called once, at the end.
+	close()
+}
+
+// streamMetadata declares the VM's regions: guest RAM as region 0, then
+// each framebuffer.
+func streamMetadata(m *Migration) checkpoint.Metadata {
+	meta := checkpoint.Metadata{VMID: m.vm.ID(), GPUModel: m.vm.GPUModel()}
+	for _, p := range m.vm.Profiles() {
+		meta.Profiles = append(meta.Profiles, p.Name)
+	}
+	for i, r := range m.srcRegs {
+		meta.Regions = append(meta.Regions, checkpoint.RegionInfoOf(uint32(i), r))
+	}
+	return meta
+}
+
+func writerOptions(m *Migration) checkpoint.WriterOptions {
+	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes}
+	// The stream id names the migration: the caller's id, then the Sim's
+	// number for it, so that two migrations' streams differ.
+	binary.LittleEndian.PutUint64(o.StreamID[:8], m.cfg.StreamID)
+	binary.LittleEndian.PutUint64(o.StreamID[8:], uint64(m.id)+1)
+	if m.cfg.EncryptionKey != nil {
+		o.Encryption, o.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
+	}
+	return o
+}
+
+// usedPages sets dst to the pages of r not in their initial state (zero at
+// generation 0): what round 0 sends.
+func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
+	dst.Reset(r.Pages())
+	for p := range r.Pages() {
+		st, err := r.PageState(p)
+		if err != nil {
+			return nil, err
+		}
+		if st.Gen != 0 || st.Class != memory.ClassZero {
+			dst.Add(p)
+		}
+	}
+	return dst, nil
+}
+
+// byteTransport encodes pages with the checkpoint package into an
+// in-memory wire and applies them at the destination with an Applier, so
+// the destination holds exactly the bytes the stream carried.
+type byteTransport struct {
+	m       *Migration
+	w       *checkpoint.Writer
+	enc     *checkpoint.BatchEncoder
+	wire    bytes.Buffer
+	rd      *checkpoint.Reader
+	ap      *checkpoint.Applier
+	sent    int64 // writer offset at the last markSent
+	scratch *memory.PageSet
+}
+
+func newByteTransport(m *Migration) (*byteTransport, error) {
+	t := &byteTransport{m: m, scratch: memory.NewPageSet(0)}
+	var err error
+	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), writerOptions(m)); err != nil {
+		return nil, wrap(ErrConfig, err)
+	}
+	if t.enc, err = checkpoint.NewBatchEncoder(m.cfg.level()); err != nil {
+		return nil, wrap(ErrConfig, err)
+	}
+	ro := checkpoint.ReaderOptions{Limits: readerLimits(m.cfg.BatchBytes)}
+	if m.cfg.EncryptionKey != nil {
+		ro.Encryption, ro.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
+	}
+	if t.rd, err = checkpoint.NewReader(&t.wire, ro); err != nil {
+		return nil, wrap(ErrStream, err)
+	}
+	refs := make([]checkpoint.RegionRef, len(m.dstRegs))
+	for i, r := range m.dstRegs {
+		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: r}
+	}
+	if t.ap, err = checkpoint.NewApplier(t.rd, refs); err != nil {
+		return nil, wrap(ErrStream, err)
+	}
+	return t, nil
+}
+
+// readerLimits are the destination's limits: the defaults, widened to
+// admit the batches this migration writes.
+func readerLimits(batchBytes int) checkpoint.Limits {
+	l := checkpoint.DefaultLimits()
+	l.MaxBatchBytes = max(l.MaxBatchBytes, batchBytes)
+	l.MaxRecordBytes = max(l.MaxRecordBytes, batchBytes+batchBytes/8+64<<10)
+	l.MaxPagesPerRecord = max(l.MaxPagesPerRecord, batchBytes/memory.MinPageSize)
+	return l
+}
+
+func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
+	r := t.m.srcRegs[i]
+	if set == nil {
+		var err error
+		if set, err = usedPages(r, t.scratch); err != nil {
+			return Traffic{}, wrap(ErrSource, err)
+		}
+	}
+	before := t.w.Offset()
+	tr, err := encodePages(t.enc, r, uint32(i), set, t.m.cfg.BatchBytes, t.w.WriteBatch)
+	if err != nil {
+		return tr, err
+	}
+	tr.WireBytes = t.w.Offset() - before
+	return tr, nil
+}
+
+// encodePages encodes the pages of set from r in batches of at most
+// batchBytes raw bytes and hands each to write, counting them.
+func encodePages(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set *memory.PageSet,
+	batchBytes int, write func(checkpoint.EncodedBatch) error) (Traffic, error) {
+	var tr Traffic
+	ps := r.PageSize()
+	flush := func() error {
+		if enc.Len() == 0 {
+			return nil
+		}
+		b, err := enc.Finish()
+		if err != nil {
+			return wrap(ErrSource, err)
+		}
+		tr.Pages += int64(b.Pages)
+		tr.ZeroPages += int64(b.ZeroPages)
+		tr.RawBytes += int64(b.RawBytes)
+		if err := write(b); err != nil {
+			return wrap(ErrStream, err)
+		}
+		return wrap0(ErrSource, enc.Begin(id, ps))
+	}
+	if err := enc.Begin(id, ps); err != nil {
+		return tr, wrap(ErrSource, err)
+	}
+	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
+		if enc.Len() > 0 && enc.RawBytes()+ps > batchBytes {
+			if err := flush(); err != nil {
+				return tr, err
+			}
+		}
+		if err := enc.AddFrom(r, p); err != nil {
+			return tr, wrap(ErrSource, err)
+		}
+	}
+	return tr, flush()
+}
+
+// wrap0 is wrap that keeps nil nil.
+func wrap0(sentinel, err error) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(sentinel, err)
+}
+
+func (t *byteTransport) endRound() error {
+	_, err := t.w.EndRound()
+	return wrap0(ErrStream, err)
+}
+
+func (t *byteTransport) finish(states [][]byte) error {
+	for i, s := range states {
+		ds := checkpoint.DeviceState{Device: uint32(i), Version: vgpu.StateVersion, Data: s}
+		if err := t.w.WriteDeviceState(ds); err != nil {
+			return wrap(ErrStream, err)
+		}
+	}
+	// The regions' digests, taken now that the VM is stunned, let the
+	// destination check every byte it applied.
+	digests := make([]checkpoint.RegionDigest, len(t.m.srcRegs))
+	for i, r := range t.m.srcRegs {
+		d, err := r.Digest()
+		if err != nil {
+			return wrap(ErrSource, err)
+		}
+		digests[i] = checkpoint.RegionDigest{Region: uint32(i), Digest: d}
+	}
+	return wrap0(ErrStream, t.w.CloseWithDigests(digests))
+}
+
+func (t *byteTransport) pending() int64 { return t.w.Offset() - t.sent }
+func (t *byteTransport) markSent()      { t.sent = t.w.Offset() }
+func (t *byteTransport) total() int64   { return t.w.Offset() }
+
+func (t *byteTransport) deliver() error {
+	for t.rd.Offset() < t.sent {
+		if _, err := t.ap.Step(); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *byteTransport) states() ([][]byte, error) {
+	if err := t.ap.Commit(); err != nil {
+		return nil, wrap(ErrStream, err)
+	}
+	return deviceBlobs(t.ap.DeviceStates(), len(t.m.srcRegs)-1)
+}
+
+// deviceBlobs orders the received device states by device, one each.
+func deviceBlobs(ds []checkpoint.DeviceState, devices int) ([][]byte, error) {
+	out := make([][]byte, devices)
+	for _, d := range ds {
+		if int(d.Device) >= devices || out[d.Device] != nil {
+			return nil, fmt.Errorf("%w: device state for vGPU %d of %d", ErrStream, d.Device, devices)
+		}
+		out[d.Device] = d.Data
+	}
+	if i := slices.IndexFunc(out, func(b []byte) bool { return b == nil }); i >= 0 {
+		return nil, fmt.Errorf("%w: no device state for vGPU %d", ErrStream, i)
+	}
+	return out, nil
+}
+
+func (t *byteTransport) abort() { t.ap.Abort() }
+
+func (t *byteTransport) close() {
+	_ = t.enc.Close()
+	_ = t.w.Release()
+	_ = t.rd.Close()
+	t.wire = bytes.Buffer{}
+}
