@@ -13,7 +13,15 @@ const (
 	GiB = int64(1) << 30
 )
 
-func must(t testing.TB, err error) {
+// tb is what the helpers need of a *testing.T, a *testing.B or a
+// *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func must(t tb, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

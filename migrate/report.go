@@ -236,8 +236,13 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "  wire %d B for %d B of pages (ratio %.2f), device state %d B, max throttle %.0f %%\n",
 		r.WireBytes, r.RawBytes, r.CompressionRatio, r.DeviceStateBytes, 100*r.MaxThrottle)
-	if r.Before.Workload != "" {
-		fmt.Fprintf(&b, "  workload before: %v\n  workload during: %v\n  workload after:  %v\n", r.Before, r.During, r.After)
+	for _, m := range []struct {
+		name string
+		m    vgpu.Metrics
+	}{{"before", r.Before}, {"during", r.During}, {"after", r.After}} {
+		if m.m.Workload != "" {
+			fmt.Fprintf(&b, "  workload %-7s %v\n", m.name+":", m.m)
+		}
 	}
 	return b.String()
 }

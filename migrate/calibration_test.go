@@ -1,0 +1,103 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// calibrationVM is the VM of the published measurements: a P40 VM serving
+// Inception V3 whose framebuffer holds usedBytes of data. A P40-24Q leaves
+// room for every size in the table.
+func calibrationVM(t testing.TB, h *vgpu.Host, profile string, usedBytes int64) *vgpu.VM {
+	t.Helper()
+	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3, RequestsPerSec: 100, FootprintBytes: usedBytes, Seed: 7})
+	must(t, err)
+	vm, err := h.CreateVM(vgpu.VMSpec{ID: "vm-" + profile, RAMBytes: 4 * GiB, RAMFootprintBytes: 1 * GiB, Profiles: []string{profile}, Workload: w})
+	must(t, err)
+	must(t, vm.Start())
+	must(t, h.Advance(2*time.Second))
+	return vm
+}
+
+// TestLegacyReproducesPublishedStun: in Legacy mode over 10 GbE, the stun
+// for each used framebuffer size of VMware's vSphere 6.7 U1 table is within
+// 10 % of the published figure.
+func TestLegacyReproducesPublishedStun(t *testing.T) {
+	for _, p := range PublishedStun {
+		t.Run(fmt.Sprintf("used=%dGiB", p.UsedGiB), func(t *testing.T) {
+			src, dst := hostPair(t, memory.Synthetic, 1)
+			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
+			est, err := EstimateStun(vm, GbE10, Legacy)
+			must(t, err)
+			rep, err := Migrate(vm, dst, Config{Mode: Legacy, Fidelity: Model, StunLimit: VSphere67U1StunLimit})
+			must(t, err)
+			dev := float64(rep.Stun-p.Stun) / float64(p.Stun)
+			t.Logf("published %v, simulated %v (%+.1f %%), estimated %v, dominant %v", p.Stun, rep.Stun, 100*dev, est.Total, rep.Dominant)
+			if dev < -0.10 || dev > 0.10 {
+				t.Errorf("stun %v is %+.1f %% off the published %v", rep.Stun, 100*dev, p.Stun)
+			}
+			if rep.Dominant != PhaseFinalFramebuffer {
+				t.Errorf("dominant phase %v, want the framebuffer's copy", rep.Dominant)
+			}
+		})
+	}
+}
+
+// TestLegacyRefusesOverLimit: with 16 GB used the estimate passes 6.7 U1's
+// 100 s limit, so the migration is refused and the VM stays, running, on
+// the source.
+func TestLegacyRefusesOverLimit(t *testing.T) {
+	src, dst := hostPair(t, memory.Synthetic, 1)
+	vm := calibrationVM(t, src, "P40-24Q", 16*GiB)
+	_, err := Migrate(vm, dst, Config{Mode: Legacy, Fidelity: Model, StunLimit: VSphere67U1StunLimit})
+	var pe *PhaseError
+	if !errors.Is(err, ErrStunLimit) || !errors.As(err, &pe) || pe.Phase != PhaseSetup {
+		t.Fatalf("err = %v, want ErrStunLimit in setup", err)
+	}
+	if vm.State() != vgpu.VMRunning || vm.Host() != src || len(dst.VMs()) != 0 || dst.FreeRAMBytes() != dst.RAMBytes() {
+		t.Fatalf("VM %v on %s; destination holds %d VMs", vm.State(), vm.Host().Name(), len(dst.VMs()))
+	}
+}
+
+// TestPreCopyMeetsStandard: in PreCopy mode every P40 Q profile's VM,
+// serving Inception V3 with its whole usable framebuffer in use, migrates
+// over 10 GbE with a stun under one second.
+func TestPreCopyMeetsStandard(t *testing.T) {
+	for _, p := range vgpu.Profiles("P40") {
+		if p.Series != vgpu.SeriesQ {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			src, dst := hostPair(t, memory.Synthetic, 1)
+			vm := calibrationVM(t, src, p.Name, p.FramebufferBytes-p.ReservedFramebufferBytes(false))
+			rep, err := Migrate(vm, dst, Config{Mode: PreCopy, Fidelity: Model})
+			must(t, err)
+			t.Logf("stun %v, total %v, %d rounds, %v", rep.Stun, rep.Total, len(rep.Rounds), rep.Switchover)
+			if !rep.MeetsStandard() || rep.Switchover != Converged {
+				t.Errorf("stun %v (%v), want under 1 s", rep.Stun, rep.Switchover)
+			}
+		})
+	}
+}
+
+// TestEstimateMatchesFit: the Legacy estimate is the fitted line itself.
+func TestEstimateMatchesFit(t *testing.T) {
+	src, _ := hostPair(t, memory.Synthetic, 1)
+	vm := calibrationVM(t, src, "P40-24Q", 4*GiB)
+	est, err := EstimateStun(vm, GbE10, Legacy)
+	must(t, err)
+	fit := PublishedFitFixedStun + 4*PublishedFitStunPerGiB
+	if d := est.Total - fit; d < -50*time.Millisecond || d > 50*time.Millisecond {
+		t.Errorf("estimate %v, fit %v", est.Total, fit)
+	}
+	pre, err := EstimateStun(vm, GbE10, PreCopy)
+	must(t, err)
+	if pre.Total >= time.Second || pre.CheckpointPath != 0 {
+		t.Errorf("pre-copy floor %+v", pre)
+	}
+}
