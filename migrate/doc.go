@@ -52,8 +52,9 @@
 // migration switches over when it is at most Config.StunTarget (1 s,
 // vMotion's standard). In Legacy mode, where the framebuffer's passage is
 // a floor no round changes, the dirty RAM's part alone is compared. When
-// pre-copy does not converge — the dirty rate at or above the link's, or
-// the round limit — Config.OnNonConvergence throttles the workload in
+// pre-copy does not converge — the dirty rate at or above the link's, a
+// round that did not cut the expected stun by a tenth (a working set
+// re-dirtied whole every round), or the round limit — Config.OnNonConvergence throttles the workload in
 // steps, switches over anyway or aborts. A stun-time limit
 // (Config.StunLimit) refuses a migration whose estimate exceeds it and
 // fails one whose expected stun at switchover does.

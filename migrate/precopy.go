@@ -92,10 +92,24 @@ func (m *Migration) endRound() error {
 		return m.switchover(Converged, est.Total)
 	case m.round+1 >= m.cfg.MaxRounds:
 		return m.nonConvergence(RoundLimit, est.Total)
-	case scaleBytes(r.DirtyRateBytesPerSec, m.wireNum(), m.wireDen()) >= r.BandwidthBytesPerSec:
+	case scaleBytes(r.DirtyRateBytesPerSec, m.wireNum(), m.wireDen()) >= r.BandwidthBytesPerSec,
+		m.stalled():
 		return m.nonConvergence(DirtyRateTooHigh, est.Total)
 	}
 	return m.beginRound()
+}
+
+// stalled reports a round that did not shrink the expected stun by a tenth.
+// A workload whose working set is smaller than what a round sends re-dirties
+// all of it every round: its measured dirty rate is capped by the working
+// set and can stay just under the link's, while pre-copy makes no progress.
+func (m *Migration) stalled() bool {
+	n := len(m.rep.Rounds)
+	if n < 2 {
+		return false
+	}
+	prev, cur := m.rep.Rounds[n-2].ExpectedStun, m.rep.Rounds[n-1].ExpectedStun
+	return cur > prev-prev/10
 }
 
 // wireNum and wireDen are the wire-to-raw ratio of everything pre-copy has
