@@ -66,7 +66,7 @@ func (d *BatchDecoder) decoder() (*zstd.Decoder, error) {
 	// Every limit is set explicitly: the zstd defaults (64 GiB of
 	// memory, a 512 MiB window, up to four goroutines) are for trusted
 	// input. The cap limit makes DecodeAll stop at the capacity of the
-	// buffer it is given, which is exactly the batch's declared size. A
+	// buffer it is given, the batch's declared size and a little slack. A
 	// single-segment frame's window is its content, already bounded by
 	// MaxBatchBytes; decompress checks other frames' windows against
 	// MaxWindowBytes before zstd sees them.
@@ -230,6 +230,11 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 	return b, nil
 }
 
+// zstdSlackBytes is the spare capacity zstd wants past a frame's output to
+// copy matches in whole words (its compressedBlockOverAlloc, 16 bytes, with
+// room to spare).
+const zstdSlackBytes = 64
+
 // decompress decodes frame, which must hold exactly size bytes, into the
 // decoder's scratch buffer. The frame header is checked first, so that a
 // frame declaring too much is refused before any memory is set aside.
@@ -252,13 +257,18 @@ func (d *BatchDecoder) decompress(frame []byte, size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cap(d.scratch) < size {
-		d.scratch = make([]byte, size)
+	// The buffer holds the declared size and zstdSlackBytes more. Without
+	// the slack zstd decodes the last 128 KiB block of a frame with its
+	// slower bounds-checked copies, which for a batch of a few compressible
+	// pages is most of the frame. The slack is the decoder's own scratch:
+	// no page view reaches into it, and output is still bounded — by the
+	// frame's content size, which zstd enforces block by block and which
+	// was checked above, and by DecodeAllCapLimit at the capacity — and
+	// checked below to be exactly size bytes.
+	if cap(d.scratch) < size+zstdSlackBytes {
+		d.scratch = make([]byte, size+zstdSlackBytes)
 	}
-	// The capacity is capped at the declared size: zstd may use spare
-	// capacity past what it decodes as scratch space, and DecodeAllCapLimit
-	// stops a frame that would expand past it.
-	out, err := dec.DecodeAll(frame, d.scratch[:0:size])
+	out, err := dec.DecodeAll(frame, d.scratch[:0:size+zstdSlackBytes])
 	switch {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded),
 		errors.Is(err, zstd.ErrFrameSizeExceeded):

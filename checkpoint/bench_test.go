@@ -3,22 +3,40 @@ package checkpoint
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/vgpusim/vgpusim/memory"
 )
 
 // The benchmarks compare the stream's encode and decode paths with plain
-// zstd over the same pages, at the same level, with the same encoder
-// options, in the same run:
+// zstd over the same pages, at the same level, with the same encoder and
+// decoder options, in the same run:
 //
-//	go test -run '^$' -bench 'BenchmarkEncode|BenchmarkDecode|BenchmarkBaselineZstd' -benchmem ./checkpoint
+//	go test -run '^$' -bench '.*/.*/batch=1MiB' -count=6 ./checkpoint
 //
 // Every benchmark reports the raw page bytes per second. The targets: the
 // stream's encode and decode each at least 85 % of the baseline's
 // throughput on every mix at 1 MiB batches, and no allocation per batch
-// once warm.
+// once warm (every benchmark does its operation once before it starts
+// timing, as the baseline compresses its frame once before it starts).
+//
+// BenchmarkFloor measures the least work the format asks of any encoder or
+// decoder of the same batch, to tell the cost of the design from the cost
+// of this implementation: on a mix zstd cannot shrink, the baseline's
+// decode is one copy of the bytes, while a stream's reader must copy them
+// out of its io.Reader and compute their check value before it may use
+// them.
+//
+// BenchmarkVsBaseline runs the stream, the baseline and the floor in turn
+// within each iteration and reports their throughputs as ratios to the
+// baseline's. On a machine shared with other work the separate benchmarks
+// run seconds apart under different loads; these ratios do not drift with
+// the load.
 
 var benchBatches = []struct {
 	name  string
@@ -66,35 +84,314 @@ func writeBatch(w *Writer, src []byte, gens []uint32) error {
 	return w.Flush()
 }
 
-func BenchmarkEncode(b *testing.B) {
+// benchStream returns a whole stream holding the pages as one batch, and
+// the offsets of the batch record and of its end.
+func benchStream(b *testing.B, src []byte, gens []uint32) (data []byte, batchOff, batchEnd int) {
+	var stream bytes.Buffer
+	w, err := NewWriter(&stream, benchMeta(len(src)), WriterOptions{BatchBytes: len(src)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Release()
+	batchOff = int(w.Offset())
+	if err := writeBatch(w, src, gens); err != nil {
+		b.Fatal(err)
+	}
+	batchEnd = int(w.Offset())
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return stream.Bytes(), batchOff, batchEnd
+}
+
+// benchOps holds, for one batch of pages, each operation the benchmarks
+// time: one batch encoded or decoded by the stream, by the baseline and by
+// the floor. Each checks what it produced and has run once, so that what
+// it allocates on first use is not counted.
+type benchOps struct {
+	src  []byte
+	gens []uint32
+
+	encode, decode         func()
+	baseEncode, baseDecode func()
+	floorEncode            func()
+	floorDecode            func()
+
+	encodedBytes int64  // the stream's batch record
+	baseFrame    []byte // the baseline's last frame
+	rd           *Reader
+	closers      []func()
+}
+
+func (o *benchOps) close() {
+	for _, c := range o.closers {
+		c()
+	}
+}
+
+func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
+	o := &benchOps{}
+	o.src, o.gens = benchPages(b, m, batch)
+	src, gens := o.src, o.gens
+
+	// The stream: a Writer writing one batch record, a Reader reading a
+	// stream from its header to its batch's pages, as the baseline
+	// decodes one frame; both start from bytes in memory. Page data are
+	// views of the decoded batch; the baseline's are views of its output
+	// buffer.
+	var out countWriter
+	w, err := NewWriter(&out, benchMeta(batch), WriterOptions{BatchBytes: batch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.closers = append(o.closers, func() { w.Release() })
+	o.encode = func() {
+		before, seq := out.n, w.rw.Seq()
+		if err := writeBatch(w, src, gens); err != nil {
+			b.Fatal(err)
+		}
+		o.encodedBytes = out.n - before
+		if w.rw.Seq() != seq+1 || o.encodedBytes < recordHeaderSize+checkSize {
+			b.Fatalf("wrote %d records, %d bytes", w.rw.Seq()-seq, o.encodedBytes)
+		}
+	}
+	data, batchOff, batchEnd := benchStream(b, src, gens)
+	br := bytes.NewReader(data)
+	o.rd = &Reader{}
+	o.closers = append(o.closers, func() { o.rd.Close() })
+	o.decode = func() {
+		br.Reset(data)
+		if err := o.rd.Reset(br, ReaderOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if t, err := o.rd.Next(); err != nil || t != RecordPageBatch {
+			b.Fatalf("%v %v", t, err)
+		}
+		checkBatch(b, o.rd.Batch(), src, gens, false)
+	}
+
+	// The baseline: EncodeAll and DecodeAll of the whole batch, zero
+	// pages included, with the batch encoder's options (level, window,
+	// single segment, no frame checksum) and the stream decoder's.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(encoderWindowBytes), zstd.WithSingleSegment(true), zstd.WithEncoderCRC(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.closers = append(o.closers, func() { enc.Close() })
+	lim := DefaultLimits()
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(lim.MaxBatchBytes)),
+		zstd.WithDecoderMaxWindow(uint64(lim.MaxWindowBytes)), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.closers = append(o.closers, dec.Close)
+	frame := enc.EncodeAll(src, nil)
+	o.baseFrame = make([]byte, 0, len(src)+len(src)>>10+64)
+	o.baseEncode = func() {
+		o.baseFrame = enc.EncodeAll(src, o.baseFrame[:0])
+		if len(o.baseFrame) == 0 {
+			b.Fatal("empty frame")
+		}
+	}
+	// The slack zstd wants past a frame's output, as the stream's decoder
+	// gives it and as DecodeAll allocates when it has to.
+	baseOut := make([]byte, 0, len(src)+zstdSlackBytes)
+	o.baseDecode = func() {
+		var err error
+		baseOut, err = dec.DecodeAll(frame, baseOut[:0])
+		if err != nil || len(baseOut) != len(src) {
+			b.Fatalf("decoded %d bytes: %v", len(baseOut), err)
+		}
+	}
+
+	// The floor. Encoding: copy each page that is not zero once into the
+	// payload (a page handed to WritePage is the caller's, so it must be
+	// copied), compress the compressible ones in one frame, and compute
+	// the record's check value; which pages are zero or compressible is
+	// decided here, before timing starts. Decoding: copy the stream's
+	// bytes out of an io.Reader, compute the batch record's check value,
+	// and decompress its frame.
+	be, err := NewBatchEncoder(LevelFastest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.closers = append(o.closers, func() { be.Close() })
+	if err := be.Begin(0, benchPageSize); err != nil {
+		b.Fatal(err)
+	}
+	for p := range gens {
+		if err := be.Add(p, gens[p], src[p*benchPageSize:(p+1)*benchPageSize]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	kinds := slices.Clone(be.kinds)
+	eb, err := be.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	head, frameLen := slices.Clone(eb.Payload[0]), len(eb.Payload[1])
+	cmp := make([]byte, 0, len(src))
+	raw := make([]byte, 0, len(src))
+	floorFrame := make([]byte, 0, len(src)+len(src)>>10+64)
+	var d xxhash.Digest
+	o.floorEncode = func() {
+		cmp, raw = cmp[:0], raw[:0]
+		for p, k := range kinds {
+			switch k {
+			case PageZstd:
+				cmp = append(cmp, src[p*benchPageSize:(p+1)*benchPageSize]...)
+			case PageRaw:
+				raw = append(raw, src[p*benchPageSize:(p+1)*benchPageSize]...)
+			}
+		}
+		floorFrame = floorFrame[:0]
+		if len(cmp) > 0 {
+			floorFrame = be.enc.EncodeAll(cmp, floorFrame)
+		}
+		d.Reset()
+		d.Write(head)
+		d.Write(floorFrame)
+		d.Write(raw)
+		d.Sum64()
+		if len(floorFrame) != frameLen {
+			b.Fatalf("frame of %d bytes, want %d", len(floorFrame), frameLen)
+		}
+	}
+	meta := benchMeta(len(src))
+	bd, err := NewBatchDecoder(Header{Codec: CodecZstd}, &meta, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.closers = append(o.closers, bd.Close)
+	floorDec, err := bd.decoder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, batchEnd)
+	rec := buf[batchOff : batchEnd-checkSize]
+	payload := rec[recordHeaderSize:]
+	recFrame := payload[len(head) : len(head)+frameLen]
+	size := 0
+	for _, k := range kinds {
+		if k == PageZstd {
+			size += benchPageSize
+		}
+	}
+	scratch := make([]byte, size+zstdSlackBytes)
+	fbr := bytes.NewReader(data)
+	o.floorDecode = func() {
+		fbr.Reset(data)
+		if _, err := io.ReadFull(fbr, buf); err != nil {
+			b.Fatal(err)
+		}
+		xxhash.Sum64(rec)
+		if frameLen > 0 {
+			out, err := floorDec.DecodeAll(recFrame, scratch[:0:len(scratch)])
+			if err != nil || len(out) != size {
+				b.Fatalf("decoded %d bytes: %v", len(out), err)
+			}
+		}
+	}
+
+	for _, f := range []func(){o.encode, o.decode, o.baseEncode, o.baseDecode, o.floorEncode, o.floorDecode} {
+		f()
+	}
+	return o
+}
+
+// runBench times op over every mix and batch size, each named
+// mix=M/batch=B plus suffix.
+func runBench(b *testing.B, suffix string, op func(*benchOps) func(), after func(*testing.B, *benchOps)) {
 	for _, m := range memory.Mixes() {
 		for _, bb := range benchBatches {
-			b.Run(fmt.Sprintf("mix=%s/batch=%s", m.Name, bb.name), func(b *testing.B) {
-				src, gens := benchPages(b, m, bb.bytes)
-				var out countWriter
-				w, err := NewWriter(&out, benchMeta(bb.bytes), WriterOptions{BatchBytes: bb.bytes})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer w.Release()
+			b.Run(fmt.Sprintf("mix=%s/batch=%s%s", m.Name, bb.name, suffix), func(b *testing.B) {
+				o := newBenchOps(b, m, bb.bytes)
+				defer o.close()
+				f := op(o)
 				b.SetBytes(int64(bb.bytes))
 				b.ReportAllocs()
-				var recordBytes int64
 				for b.Loop() {
-					before, seq := out.n, w.rw.Seq()
-					if err := writeBatch(w, src, gens); err != nil {
-						b.Fatal(err)
-					}
-					recordBytes = out.n - before
-					if w.rw.Seq() != seq+1 || recordBytes < recordHeaderSize+checkSize {
-						b.Fatalf("wrote %d records, %d bytes", w.rw.Seq()-seq, recordBytes)
-					}
+					f()
 				}
-				b.ReportMetric(float64(bb.bytes)/float64(recordBytes), "ratio")
-				checkRoundTrip(b, src, gens)
+				if after != nil {
+					after(b, o)
+				}
 			})
 		}
 	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	runBench(b, "", func(o *benchOps) func() { return o.encode }, func(b *testing.B, o *benchOps) {
+		b.ReportMetric(float64(len(o.src))/float64(o.encodedBytes), "ratio")
+		checkRoundTrip(b, o.src, o.gens)
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	runBench(b, "", func(o *benchOps) func() { return o.decode }, func(b *testing.B, o *benchOps) {
+		checkBatch(b, o.rd.Batch(), o.src, o.gens, true)
+	})
+}
+
+// BenchmarkBaselineZstd is plain zstd over the same pages: EncodeAll and
+// DecodeAll of the whole batch, zero pages included, with the batch
+// encoder's options (level, window, single segment, no frame checksum)
+// and the stream decoder's.
+func BenchmarkBaselineZstd(b *testing.B) {
+	runBench(b, "/op=encode", func(o *benchOps) func() { return o.baseEncode }, func(b *testing.B, o *benchOps) {
+		b.ReportMetric(float64(len(o.src))/float64(len(o.baseFrame)), "ratio")
+	})
+	runBench(b, "/op=decode", func(o *benchOps) func() { return o.baseDecode }, nil)
+}
+
+func BenchmarkFloor(b *testing.B) {
+	runBench(b, "/op=encode", func(o *benchOps) func() { return o.floorEncode }, nil)
+	runBench(b, "/op=decode", func(o *benchOps) func() { return o.floorDecode }, nil)
+}
+
+// BenchmarkVsBaseline reports, as the metrics stream/base and floor/base,
+// the stream's and the floor's throughput over the baseline's. Each
+// iteration times the three in turn, in a rotating order, and gives two
+// ratios of adjacent timings; the metrics are their medians, which a
+// timing stretched by another process's burst does not move.
+func BenchmarkVsBaseline(b *testing.B) {
+	for _, op := range []string{"encode", "decode"} {
+		for _, m := range memory.Mixes() {
+			for _, bb := range benchBatches {
+				b.Run(fmt.Sprintf("mix=%s/batch=%s/op=%s", m.Name, bb.name, op), func(b *testing.B) {
+					o := newBenchOps(b, m, bb.bytes)
+					defer o.close()
+					fs := [3]func(){o.encode, o.baseEncode, o.floorEncode}
+					if op == "decode" {
+						fs = [3]func(){o.decode, o.baseDecode, o.floorDecode}
+					}
+					var stream, floor []float64
+					i := 0
+					for b.Loop() {
+						var spent [3]time.Duration
+						for j := range fs {
+							k := (i + j) % len(fs)
+							t0 := time.Now()
+							fs[k]()
+							spent[k] = time.Since(t0)
+						}
+						stream = append(stream, float64(spent[1])/float64(spent[0]))
+						floor = append(floor, float64(spent[1])/float64(spent[2]))
+						i++
+					}
+					b.ReportMetric(median(stream), "stream/base")
+					b.ReportMetric(median(floor), "floor/base")
+				})
+			}
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // checkRoundTrip writes the pages to a stream and reads them back, outside
@@ -137,100 +434,6 @@ func checkBatch(b *testing.B, bt *Batch, src []byte, gens []uint32, full bool) {
 		want := src[i*benchPageSize : (i+1)*benchPageSize]
 		if full && (p.Kind == PageZero && !memory.IsZero(want) || p.Kind != PageZero && !bytes.Equal(p.Data, want)) {
 			b.Fatalf("page %d differs", i)
-		}
-	}
-}
-
-// BenchmarkDecode reads a stream of one batch per iteration, from its
-// header to the batch's pages, as the baseline decodes one frame: both
-// start from bytes in memory that the cache holds. Page data are views of
-// the decoded batch; the baseline's are views of its output buffer.
-func BenchmarkDecode(b *testing.B) {
-	for _, m := range memory.Mixes() {
-		for _, bb := range benchBatches {
-			b.Run(fmt.Sprintf("mix=%s/batch=%s", m.Name, bb.name), func(b *testing.B) {
-				src, gens := benchPages(b, m, bb.bytes)
-				var stream bytes.Buffer
-				w, err := NewWriter(&stream, benchMeta(bb.bytes), WriterOptions{BatchBytes: bb.bytes})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := writeBatch(w, src, gens); err != nil {
-					b.Fatal(err)
-				}
-				if err := w.Close(); err != nil {
-					b.Fatal(err)
-				}
-				w.Release()
-				data := stream.Bytes()
-				br := bytes.NewReader(data)
-				rd := &Reader{}
-				defer rd.Close()
-				b.SetBytes(int64(bb.bytes))
-				b.ReportAllocs()
-				for b.Loop() {
-					br.Reset(data)
-					if err := rd.Reset(br, ReaderOptions{}); err != nil {
-						b.Fatal(err)
-					}
-					if t, err := rd.Next(); err != nil || t != RecordPageBatch {
-						b.Fatalf("%v %v", t, err)
-					}
-					checkBatch(b, rd.Batch(), src, gens, false)
-				}
-				checkBatch(b, rd.Batch(), src, gens, true)
-			})
-		}
-	}
-}
-
-// BenchmarkBaselineZstd is plain zstd over the same pages: EncodeAll and
-// DecodeAll of the whole batch, zero pages included, with the batch
-// encoder's options.
-func BenchmarkBaselineZstd(b *testing.B) {
-	for _, m := range memory.Mixes() {
-		for _, bb := range benchBatches {
-			src, _ := benchPages(b, m, bb.bytes)
-			enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-				zstd.WithWindowSize(encoderWindowBytes), zstd.WithSingleSegment(true), zstd.WithEncoderCRC(false))
-			if err != nil {
-				b.Fatal(err)
-			}
-			dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(4<<20),
-				zstd.WithDecoderMaxWindow(4<<20), zstd.WithDecodeAllCapLimit(true))
-			if err != nil {
-				b.Fatal(err)
-			}
-			frame := enc.EncodeAll(src, nil)
-			name := fmt.Sprintf("mix=%s/batch=%s", m.Name, bb.name)
-			b.Run(name+"/op=encode", func(b *testing.B) {
-				dst := make([]byte, 0, len(src)+len(src)>>10+64)
-				b.SetBytes(int64(len(src)))
-				b.ReportAllocs()
-				for b.Loop() {
-					dst = enc.EncodeAll(src, dst[:0])
-					if len(dst) == 0 {
-						b.Fatal("empty frame")
-					}
-				}
-				b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
-			})
-			b.Run(name+"/op=decode", func(b *testing.B) {
-				dst := make([]byte, 0, len(src))
-				b.SetBytes(int64(len(src)))
-				b.ReportAllocs()
-				for b.Loop() {
-					dst, err = dec.DecodeAll(frame, dst[:0])
-					if err != nil || len(dst) != len(src) {
-						b.Fatalf("decoded %d bytes: %v", len(dst), err)
-					}
-				}
-				if !bytes.Equal(dst, src) {
-					b.Fatal("decoded bytes differ")
-				}
-			})
-			enc.Close()
-			dec.Close()
 		}
 	}
 }

@@ -24,7 +24,9 @@ var (
 	// record, or whose io.Reader failed before it (the Cause says how).
 	ErrTruncated = errors.New("checkpoint: truncated stream")
 	// ErrLimit reports a stream that would exceed one of the reader's
-	// Limits: a record, batch, window, region or total too large.
+	// Limits: a record, batch, window, device state, metadata or total too
+	// large, too many pages in a batch or regions in the metadata, or a
+	// page index past the end of its region.
 	ErrLimit = errors.New("checkpoint: limit exceeded")
 	// ErrMalformed reports a record whose payload does not follow the
 	// format, or records that contradict each other.

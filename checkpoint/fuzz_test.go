@@ -117,7 +117,7 @@ func fuzzReader(t *testing.T, data []byte) {
 	if c := cap(rd.rr.buf); c > fuzzLimits.MaxRecordBytes+checkSize {
 		t.Fatalf("record buffer of %d bytes", c)
 	}
-	if c := cap(rd.bd.scratch); c > fuzzLimits.MaxBatchBytes {
+	if c := cap(rd.bd.scratch); c > fuzzLimits.MaxBatchBytes+zstdSlackBytes {
 		t.Fatalf("decode buffer of %d bytes", c)
 	}
 }

@@ -127,7 +127,7 @@ func appendMetadata(b []byte, m *Metadata) []byte {
 // and, where the bytes are equal, its strings. newer reports a stream of a
 // newer minor version, whose records may carry fields appended after the
 // ones this version knows.
-func decodeMetadata(p []byte, m *Metadata, lim *Limits, newer bool) string {
+func decodeMetadata(p []byte, m *Metadata, lim *Limits, newer bool) (why string, overLimit bool) {
 	d := newDecoder(p)
 	m.VMID = d.string("vm id", MaxNameBytes, m.VMID)
 	m.GPUModel = d.string("gpu model", MaxNameBytes, m.GPUModel)
@@ -141,7 +141,7 @@ func decodeMetadata(p []byte, m *Metadata, lim *Limits, newer bool) string {
 		}
 		m.Profiles = append(m.Profiles, d.string("profile", MaxNameBytes, old))
 	}
-	nr := int(d.uvarintMax("region count", uint64(lim.MaxRegions)))
+	nr := int(d.uvarintLimit("region count", uint64(lim.MaxRegions)))
 	m.Regions = m.Regions[:0]
 	for i := 0; i < nr && d.ok; i++ {
 		var r RegionInfo
@@ -153,7 +153,7 @@ func decodeMetadata(p []byte, m *Metadata, lim *Limits, newer bool) string {
 	}
 	d.end(newer)
 	if !d.ok {
-		return d.why
+		return d.problem()
 	}
-	return m.validate(lim.MaxRegions)
+	return m.validate(lim.MaxRegions), false
 }

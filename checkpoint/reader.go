@@ -70,8 +70,8 @@ func (rd *Reader) Reset(r io.Reader, opts ReaderOptions) error {
 	case len(rec.Payload) > opts.Limits.MaxMetadataBytes:
 		return rd.fail(newError(ErrLimit, rec.Offset, int64(rec.Seq), "metadata of %d bytes, limit %d", len(rec.Payload), opts.Limits.MaxMetadataBytes))
 	}
-	if why := decodeMetadata(rec.Payload, &rd.meta, &opts.Limits, rd.newer); why != "" {
-		return rd.fail(newError(ErrMalformed, rec.Offset, int64(rec.Seq), "metadata: %s", why))
+	if why, overLimit := decodeMetadata(rec.Payload, &rd.meta, &opts.Limits, rd.newer); why != "" {
+		return rd.fail(newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "metadata: %s", why))
 	}
 	rd.tally.reset(len(rd.meta.Profiles))
 	if rd.bd == nil {
@@ -141,8 +141,8 @@ func (rd *Reader) Next() (RecordType, error) {
 			rd.batch = b
 			rd.tally.add(b.Sum, b.Len(), b.ZeroPages())
 		case RecordDeviceState:
-			if why := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
-				return malformed("device state: %s", why)
+			if why, overLimit := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
+				return 0, rd.fail(newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "device state: %s", why))
 			}
 			if !rd.tally.addDevice(rd.device.Device, xxhashSum(rec.Payload)) {
 				return malformed("device %d: not declared, or its state sent twice", rd.device.Device)
@@ -180,6 +180,16 @@ func (rd *Reader) Next() (RecordType, error) {
 		}
 		return rec.Type, nil
 	}
+}
+
+// malformedOrLimit is the sentinel of a payload that did not decode:
+// ErrLimit if a field was beyond the reader's limits, ErrMalformed
+// otherwise.
+func malformedOrLimit(overLimit bool) error {
+	if overLimit {
+		return ErrLimit
+	}
+	return ErrMalformed
 }
 
 func compareRound(got, want *RoundEnd) string {

@@ -25,13 +25,13 @@ func appendDeviceState(b []byte, ds *DeviceState) []byte {
 	return appendBytes(b, ds.Data)
 }
 
-func decodeDeviceState(p []byte, ds *DeviceState, max int, newer bool) string {
+func decodeDeviceState(p []byte, ds *DeviceState, max int, newer bool) (why string, overLimit bool) {
 	d := newDecoder(p)
 	ds.Device = d.uint32("device")
 	ds.Version = d.uint32("device state version")
-	ds.Data = d.lenBytes("device state", max)
+	ds.Data = d.bytes("device state", d.uvarintLimit("device state length", uint64(max)))
 	d.end(newer)
-	return d.why
+	return d.problem()
 }
 
 // RoundEnd is the payload of an end-of-round record: what the round sent.

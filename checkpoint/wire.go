@@ -28,11 +28,14 @@ func appendBytes(b []byte, p []byte) []byte {
 
 // decoder reads fields from a payload. After the first malformed field,
 // ok is false, why says what was wrong, and every read returns zero.
+// overLimit says the field was well formed but beyond one of the reader's
+// Limits, which a caller reports as ErrLimit rather than ErrMalformed.
 type decoder struct {
-	b   []byte
-	off int
-	ok  bool
-	why string
+	b         []byte
+	off       int
+	ok        bool
+	overLimit bool
+	why       string
 }
 
 func newDecoder(b []byte) decoder { return decoder{b: b, ok: true} }
@@ -42,6 +45,17 @@ func (d *decoder) fail(why string) {
 		d.ok, d.why = false, why
 	}
 }
+
+// failLimit is fail for a field beyond a reader's limit.
+func (d *decoder) failLimit(why string) {
+	if d.ok {
+		d.ok, d.overLimit, d.why = false, true, why
+	}
+}
+
+// problem is the first problem of a payload, "" if none, and whether it
+// is a reader's limit.
+func (d *decoder) problem() (why string, overLimit bool) { return d.why, d.overLimit }
 
 func (d *decoder) rest() int { return len(d.b) - d.off }
 
@@ -63,6 +77,17 @@ func (d *decoder) uvarintMax(what string, max uint64) uint64 {
 	v := d.uvarint(what)
 	if v > max {
 		d.fail(what + " out of range")
+		return 0
+	}
+	return v
+}
+
+// uvarintLimit reads a varint that must not exceed limit, a reader's
+// limit.
+func (d *decoder) uvarintLimit(what string, limit uint64) uint64 {
+	v := d.uvarint(what)
+	if v > limit {
+		d.failLimit(what + " " + utoa(v) + " over the limit of " + utoa(limit))
 		return 0
 	}
 	return v
