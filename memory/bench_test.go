@@ -26,7 +26,7 @@ func BenchmarkCollectDirty(b *testing.B) {
 				b.ResetTimer()
 				for range b.N {
 					b.StopTimer()
-					copy(r.log.words, dirty.words)
+					copy(r.log.current(), dirty.words)
 					b.StartTimer()
 					if n := r.CollectDirty(&set); n != want {
 						b.Fatalf("collected %d, want %d", n, want)

@@ -49,10 +49,13 @@
 // Every change to a page marks it in the dirty log of its root and of its
 // window. CollectDirty takes the marked pages into a reusable PageSet and
 // clears them; a write that races a collect is reported by that collect or
-// the next, never lost. The log is a bitmap of 64-bit words set with atomic
-// OR and collected with atomic swap, and a PageSet is iterated by counting
-// trailing zeros, so collecting 1 % of a 24 GiB space takes well under a
-// millisecond and allocates nothing.
+// the next, never lost. The log is a pair of bitmaps of 64-bit words:
+// writers set bits in one with atomic OR, under their page's lock; a
+// collect makes the other current while it holds every page lock for an
+// instant, then copies and clears the old one without atomic operations.
+// A PageSet is iterated by counting trailing zeros. Collecting a 24 GiB
+// space of 4 KiB pages takes a fraction of a millisecond, whatever share
+// of it is dirty, and allocates nothing.
 //
 // # Write patterns
 //

@@ -29,7 +29,7 @@ func New(cfg Config) (*Region, error) {
 		return nil, err
 	}
 	sp := newSpace(cfg)
-	r := &Region{sp: sp, pages: sp.pages, seed: cfg.Seed, log: newDirtyLog(sp.pages)}
+	r := &Region{sp: sp, pages: sp.pages, seed: cfg.Seed, log: newDirtyLog(sp.pages, sp.locks)}
 	sp.root = r
 	return r, nil
 }
@@ -60,7 +60,7 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 		return nil, ErrOverlap
 	}
 	sp.scrub(firstPage, pages)
-	w := &Region{sp: sp, first: firstPage, pages: pages, seed: seed, log: newDirtyLog(pages), window: true}
+	w := &Region{sp: sp, first: firstPage, pages: pages, seed: seed, log: newDirtyLog(pages, sp.locks), window: true}
 	next := make([]*Region, 0, len(list)+1)
 	next = append(append(append(next, list[:i]...), w), list[i:]...)
 	sp.windows.Store(&next)

@@ -25,12 +25,16 @@ func regionMachine(t *rapid.T) {
 	pages := rapid.IntRange(1, 48).Draw(t, "pages")
 	seed := rapid.Uint64().Draw(t, "seed")
 	ref := newRefSpace(pageSize, pages, seed)
+	// Both ways of collecting: swapping words (the way of a log this
+	// small) and swapping bitmaps (forced).
+	flipMinWords := rapid.SampledFrom([]int{flipMinWords, 0}).Draw(t, "flipMinWords")
 	br := backedRegions{windows: map[int][]*Region{}}
 	for _, k := range allKinds {
 		r, err := New(Config{SizeBytes: int64(pageSize * pages), PageSize: pageSize, Kind: k, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.log.flipMinWords = flipMinWords
 		br.roots = append(br.roots, r)
 	}
 	size := int64(pageSize * pages)
@@ -195,6 +199,7 @@ func regionMachine(t *rapid.T) {
 					t.Fatalf("Map(%d, %d): %v, reference ok=%v", first, n, err, ok)
 				}
 				if ok {
+					w.log.flipMinWords = flipMinWords
 					br.windows[id] = append(br.windows[id], w)
 				}
 			}

@@ -65,6 +65,22 @@ func TestDecodeRmPVMRL(t *testing.T) {
 			Config{Policy: FixedShare, Slice: 5 * ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
 		{"round-robin 0x00400003: TT=0x40 capped at 30 ms", 0x00400003, LayoutRoundRobin,
 			Config{Policy: EqualShare, Slice: 30 * ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x13: fixed share without strict round-robin, profile default slice", 0x00000013, LayoutRoundRobin,
+			Config{Policy: FixedShare, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x00010003: TT=0x01 slice 1 ms", 0x00010003, LayoutRoundRobin,
+			Config{Policy: EqualShare, Slice: ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x001E0013: TT=0x1E slice 30 ms", 0x001E0013, LayoutRoundRobin,
+			Config{Policy: FixedShare, Slice: 30 * ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x001F0013: TT=0x1F capped at 30 ms", 0x001F0013, LayoutRoundRobin,
+			Config{Policy: FixedShare, Slice: 30 * ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x00FF0003: TT=0xFF capped at 30 ms", 0x00FF0003, LayoutRoundRobin,
+			Config{Policy: EqualShare, Slice: 30 * ms, AveragingFactor: 33, DisableStrictRoundRobin: true}},
+		{"round-robin 0x3C000011: AA=0x3C, 60, the highest", 0x3C000011, LayoutRoundRobin,
+			Config{Policy: FixedShare, AveragingFactor: 60}},
+		{"round-robin 0x0003F011: FFF=0x03F 63 Hz kept", 0x0003F011, LayoutRoundRobin,
+			Config{Policy: FixedShare, Slice: time.Second / 63, AveragingFactor: 33}},
+		{"round-robin 0x003C0011: FFF=0x3C0 960 Hz kept", 0x003C0011, LayoutRoundRobin,
+			Config{Policy: FixedShare, Slice: time.Second / 960, AveragingFactor: 33}},
 	} {
 		t.Run(tc.fact, func(t *testing.T) {
 			got, err := DecodeRmPVMRL(tc.value, tc.layout)
@@ -111,6 +127,44 @@ func TestDecodeRmPVMRLRejects(t *testing.T) {
 				t.Fatalf("error carries %#08x/%s", re.Value, re.Layout)
 			}
 		})
+	}
+}
+
+// Every PP value, in both layouts, with the other fields zero: exactly the
+// documented ones decode, to the documented policy and order; every other
+// one is an *RmPVMRLError.
+func TestDecodeRmPVMRLEveryPolicyByte(t *testing.T) {
+	type decoded struct {
+		p      Policy
+		strict bool
+	}
+	valid := map[Layout]map[uint32]decoded{
+		LayoutLegacy: {
+			0x00: {BestEffort, true}, // best effort always goes round-robin
+			0x01: {EqualShare, false},
+			0x11: {FixedShare, false},
+		},
+		LayoutRoundRobin: {
+			0x00: {BestEffort, true},
+			0x01: {EqualShare, true},
+			0x11: {FixedShare, true},
+			0x03: {EqualShare, false},
+			0x13: {FixedShare, false},
+		},
+	}
+	for layout, want := range valid {
+		for pp := range uint32(0x100) {
+			c, err := DecodeRmPVMRL(pp, layout)
+			w, ok := want[pp]
+			switch {
+			case ok && err != nil:
+				t.Errorf("%s PP %#02x: %v", layout, pp, err)
+			case ok && (c.Policy != w.p || c.strictRoundRobin() != w.strict || c.Slice != 0 || c.AveragingFactor != DefaultAveragingFactor):
+				t.Errorf("%s PP %#02x decodes to %+v, want %v, strict round-robin %v, default slice and factor", layout, pp, c, w.p, w.strict)
+			case !ok && !errors.As(err, new(*RmPVMRLError)):
+				t.Errorf("%s PP %#02x: %+v, %v; want an *RmPVMRLError", layout, pp, c, err)
+			}
+		}
 	}
 }
 

@@ -337,29 +337,49 @@ func TestAdvanceJumpsInsteadOfWalkingSlices(t *testing.T) {
 	}
 }
 
-// With the Report reused, a busy GPU's Advance allocates nothing.
+// With the Report reused, a busy GPU's Advance allocates nothing, under
+// every policy and in both turn orders: no allocation per slice in steady
+// state. Jobs are short enough that each Advance completes many and
+// chunked so that overshoot and its repayment run too.
 func TestAdvanceSteadyStateAllocatesNothing(t *testing.T) {
-	s, ids := newOn(t, Config{}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
-	var rep Report
-	step := func() {
-		for _, id := range ids {
-			for {
-				if info, _ := s.Tenant(id); info.Queued >= 3 {
-					break
-				}
-				_ = s.Submit(id, Job{Work: 7 * ms})
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"best effort", Config{Policy: BestEffort}},
+		{"equal share", Config{Policy: EqualShare}},
+		{"fixed share", Config{Policy: FixedShare}},
+		{"equal share, least-scheduled", Config{Policy: EqualShare, DisableStrictRoundRobin: true}},
+		{"fixed share, least-scheduled", Config{Policy: FixedShare, DisableStrictRoundRobin: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slots := make([]int, 24)
+			for i := range slots {
+				slots[i] = []int{1, 2, 24}[i%3] // 2 ms and 1 ms slices, 1/1 to 1/24 fixed shares
 			}
-		}
-		_ = s.Advance(100*ms, &rep)
-	}
-	for range 20 {
-		step()
-	}
-	if n := testing.AllocsPerRun(50, step); n != 0 {
-		t.Fatalf("%v allocations per Advance, want 0", n)
-	}
-	if len(rep.Completions) == 0 {
-		t.Fatal("no completions: the test did not exercise reporting")
+			s, ids := newOn(t, tc.cfg, slots...)
+			var rep Report
+			step := func() {
+				for _, id := range ids {
+					for {
+						if info, _ := s.Tenant(id); info.Queued >= 3 {
+							break
+						}
+						_ = s.Submit(id, Job{Work: 7 * ms, Chunk: 300 * time.Microsecond})
+					}
+				}
+				_ = s.Advance(100*ms, &rep)
+			}
+			for range 20 {
+				step()
+			}
+			if n := testing.AllocsPerRun(50, step); n != 0 {
+				t.Fatalf("%v allocations per Advance, want 0", n)
+			}
+			if len(rep.Completions) == 0 || rep.Decisions < 40 {
+				t.Fatalf("%d completions, %d decisions: the test did not exercise scheduling", len(rep.Completions), rep.Decisions)
+			}
+		})
 	}
 }
 

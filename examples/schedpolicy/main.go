@@ -13,7 +13,11 @@
 //
 // Usage:
 //
-//	go run ./examples/schedpolicy [-csv FILE] [-steps N] [-vms N] [-seed N]
+//	go run ./examples/schedpolicy [-csv[=FILE]] [-steps N] [-vms N] [-seed N]
+//
+// -csv alone prints the table as CSV instead of aligned columns, for a
+// spreadsheet or a plotting script; -csv=FILE (or -csv FILE) prints the
+// table as usual and also writes it as CSV to FILE.
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 func main() {
@@ -34,7 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	p := defaultParams()
 	fs := flag.NewFlagSet("schedpolicy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	csvPath := fs.String("csv", "", "also write the table as CSV to `FILE`")
+	var csvOut csvFlag
+	fs.Var(&csvOut, "csv", "print the table as CSV instead of aligned columns;\n-csv=FILE (or -csv FILE) prints it as usual and also writes it as CSV to FILE")
 	fs.IntVar(&p.steps, "steps", p.steps, "training steps per VM")
 	fs.IntVar(&p.vms, "vms", p.vms, "VMs per GPU (fewer where a profile fits fewer)")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for each VM's start time and batch-loading times")
@@ -44,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"and fixed share vGPU schedulers, and prints GPU utilization and training time per VM.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, &csvOut, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -60,6 +66,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "schedpolicy:", err)
 		return 1
 	}
+	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
+		if err := writeCSV(stdout, rows); err != nil {
+			fmt.Fprintln(stderr, "schedpolicy:", err)
+			return 1
+		}
+		return 0
+	}
 	fmt.Fprintf(stdout, "Training VMs on a Tesla P40: %d steps of %v GPU work (kernels of %v) and %v of batch loading each.\n\n",
 		p.steps, p.gpuWork, p.kernel, p.cpuWork)
 	if err := writeTable(stdout, rows); err != nil {
@@ -71,11 +84,56 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "schedpolicy:", err)
 		return 1
 	}
-	if *csvPath != "" {
-		if err := writeCSVFile(*csvPath, rows); err != nil {
+	if csvOut.set {
+		if err := writeCSVFile(csvOut.path, rows); err != nil {
 			fmt.Fprintln(stderr, "schedpolicy:", err)
 			return 1
 		}
 	}
 	return 0
+}
+
+// csvFlag is -csv: a flag that may stand alone (CSV on standard output) or
+// carry a file name. It is a boolean flag to the flag package, so that -csv
+// alone parses; -csv=FILE sets the file, and parseFlags takes the FILE of
+// "-csv FILE".
+type csvFlag struct {
+	set  bool
+	path string // "" or "-" for standard output
+}
+
+func (c *csvFlag) String() string { return c.path }
+
+func (c *csvFlag) Set(v string) error {
+	switch v {
+	case "true": // -csv alone
+		c.set, c.path = true, ""
+	case "false":
+		c.set, c.path = false, ""
+	default:
+		c.set, c.path = true, v
+	}
+	return nil
+}
+
+func (c *csvFlag) IsBoolFlag() bool { return true }
+
+// parseFlags parses args and, where -csv stood alone and the next argument
+// is not a flag, takes that argument as its file and parses on after it.
+func parseFlags(fs *flag.FlagSet, csvOut *csvFlag, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if rest := fs.Args(); csvOut.set && csvOut.path == "" && len(rest) > 0 &&
+		(rest[0] == "-" || !strings.HasPrefix(rest[0], "-")) && csvFlagLast(args, len(args)-len(rest)) {
+		csvOut.path = rest[0]
+		return fs.Parse(rest[1:])
+	}
+	return nil
+}
+
+// csvFlagLast reports whether the argument just before args[i] is -csv (or
+// --csv) with no value.
+func csvFlagLast(args []string, i int) bool {
+	return i > 0 && (args[i-1] == "-csv" || args[i-1] == "--csv")
 }

@@ -121,6 +121,42 @@ func TestCSVIsTheSameTable(t *testing.T) {
 	}
 }
 
+// Every spelling of -csv writes the same CSV: alone, to standard output
+// instead of the aligned table; with a file, to the file beside the table.
+func TestCSVFlagForms(t *testing.T) {
+	dir := t.TempDir()
+	csvOf := func(args ...string) (stdout, file string) {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if code := run(append(args, "-steps", "5"), &out, &errs); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs.String())
+		}
+		if p := filepath.Join(dir, "out.csv"); strings.Contains(strings.Join(args, " "), p) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(p)
+			return out.String(), string(b)
+		}
+		return out.String(), ""
+	}
+	path := filepath.Join(dir, "out.csv")
+	alone, _ := csvOf("-csv")
+	if !strings.HasPrefix(alone, strings.Join(columns, ",")+"\n") {
+		t.Fatalf("-csv alone printed %.80q..., want CSV", alone)
+	}
+	dash, _ := csvOf("-csv", "-")
+	table, spaced := csvOf("-csv", path)
+	_, joined := csvOf("-csv=" + path)
+	if dash != alone || spaced != alone || joined != alone {
+		t.Fatal("-csv, -csv -, -csv FILE and -csv=FILE wrote different CSV")
+	}
+	if strings.Contains(table, strings.Join(columns, ",")) || !strings.Contains(table, "training_time_s") {
+		t.Fatalf("with -csv FILE the printed table is not the aligned one: %.80q...", table)
+	}
+}
+
 func TestSameSeedSameOutput(t *testing.T) {
 	var a, b, errs bytes.Buffer
 	run([]string{"-steps", "20", "-seed", "7"}, &a, &errs)
