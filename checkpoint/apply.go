@@ -32,6 +32,8 @@ type Applier struct {
 	devices []DeviceState
 	state   applierState
 	err     error
+	// digestWorkers hash each region at the end of the stream.
+	digestWorkers int
 }
 
 type applierState uint8
@@ -128,11 +130,17 @@ func (a *Applier) Step() (RecordType, error) {
 	return t, nil
 }
 
+// SetDigestWorkers sets how many goroutines hash each destination region
+// when the end of the stream is verified (memory.Region.DigestParallel).
+// The default, 1, hashes on the caller's goroutine; a live migration's
+// destination, whose VM is stopped until the check passes, uses more.
+func (a *Applier) SetDigestWorkers(n int) { a.digestWorkers = n }
+
 func (a *Applier) verifyDigests() error {
 	meta := a.rd.Metadata()
 	end := a.rd.StreamEnd()
 	for _, d := range end.RegionDigests {
-		got, err := a.dst[meta.region(d.Region)].Digest()
+		got, err := a.dst[meta.region(d.Region)].DigestParallel(a.digestWorkers)
 		if err != nil {
 			return newError(ErrState, a.rd.Offset(), -1, "destination region %d", d.Region).withCause(err)
 		}

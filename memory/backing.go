@@ -1,6 +1,9 @@
 package memory
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // backing stores the bytes of the pages that hold bytes. The Region keeps
 // every page's class and generation and decides what a page without bytes
@@ -12,9 +15,10 @@ type backing interface {
 	// page returns the stored bytes of page p (one page long, capacity
 	// capped), or nil if the backing stores none for it.
 	page(p int) []byte
-	// alloc returns the stored bytes of page p, allocating a zeroed page
-	// if there are none.
-	alloc(p int) []byte
+	// alloc returns the stored bytes of page p, allocating a page if
+	// there are none: zeroed, or, if the caller is about to overwrite all
+	// of it (zeroed false), holding whatever a freed page held.
+	alloc(p int, zeroed bool) []byte
 	// release makes page p read as zero, freeing its memory where the
 	// backing can.
 	release(p int)
@@ -41,9 +45,9 @@ func (d *denseBacking) page(p int) []byte {
 	return d.buf[lo:hi:hi]
 }
 
-func (d *denseBacking) alloc(p int) []byte { return d.page(p) }
-func (d *denseBacking) release(p int)      { clear(d.page(p)) }
-func (d *denseBacking) resident() int64    { return int64(len(d.buf)) }
+func (d *denseBacking) alloc(p int, _ bool) []byte { return d.page(p) }
+func (d *denseBacking) release(p int)              { clear(d.page(p)) }
+func (d *denseBacking) resident() int64            { return int64(len(d.buf)) }
 
 // sparseChunkPages is the number of page slots a sparse chunk holds; the
 // chunk table then costs eight bytes for every 2 MiB of 4 KiB pages.
@@ -57,12 +61,28 @@ type sparseChunk [1 << sparseChunkShift][]byte
 type sparseBacking struct {
 	chunks   []atomic.Pointer[sparseChunk]
 	pageSize int
+	shift    uint
 	bytes    atomic.Int64
 }
 
+// freePages holds the pages sparse backings released, by page-size shift,
+// for any sparse backing to reuse: a host that sends one VM away and takes
+// another in reuses warm memory instead of allocating, and faulting in,
+// fresh pages, which costs a migration's destination more than storing the
+// bytes does. A sync.Pool empties itself as the garbage collector runs, so
+// memory no region wants is not held for long.
+var freePages [maxPageShift + 1]sync.Pool // of *[]byte
+
+// maxPageShift is log2(MaxPageSize).
+const maxPageShift = 21
+
 func newSparse(pages, pageSize int) *sparseBacking {
 	n := (pages + 1<<sparseChunkShift - 1) >> sparseChunkShift
-	return &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize}
+	s := &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize}
+	for 1<<s.shift < pageSize {
+		s.shift++
+	}
+	return s
 }
 
 func (s *sparseBacking) page(p int) []byte {
@@ -73,7 +93,7 @@ func (s *sparseBacking) page(p int) []byte {
 	return c[p&(1<<sparseChunkShift-1)]
 }
 
-func (s *sparseBacking) alloc(p int) []byte {
+func (s *sparseBacking) alloc(p int, zeroed bool) []byte {
 	slot := &s.chunks[p>>sparseChunkShift]
 	c := slot.Load()
 	if c == nil {
@@ -84,10 +104,22 @@ func (s *sparseBacking) alloc(p int) []byte {
 	}
 	i := p & (1<<sparseChunkShift - 1)
 	if c[i] == nil {
-		c[i] = make([]byte, s.pageSize)
+		c[i] = s.newPage(zeroed)
 		s.bytes.Add(int64(s.pageSize))
 	}
 	return c[i]
+}
+
+// newPage returns a page, a freed one if the pool has one, cleared if
+// zeroed.
+func (s *sparseBacking) newPage(zeroed bool) []byte {
+	if bp, ok := freePages[s.shift].Get().(*[]byte); ok {
+		if zeroed {
+			clear(*bp)
+		}
+		return *bp
+	}
+	return make([]byte, s.pageSize)
 }
 
 func (s *sparseBacking) release(p int) {
@@ -96,9 +128,10 @@ func (s *sparseBacking) release(p int) {
 		return
 	}
 	i := p & (1<<sparseChunkShift - 1)
-	if c[i] != nil {
+	if buf := c[i]; buf != nil {
 		c[i] = nil
 		s.bytes.Add(-int64(s.pageSize))
+		freePages[s.shift].Put(&buf)
 	}
 }
 

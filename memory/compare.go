@@ -1,34 +1,6 @@
 package memory
 
-import (
-	"bytes"
-	"encoding/binary"
-
-	"github.com/cespare/xxhash/v2"
-)
-
-// Digest returns an xxhash64 of r's page size, page count, and every page's
-// bytes and generation, in page order. Two regions with equal digests hold
-// the same content; a migration's two ends compare digests instead of
-// bytes. A Synthetic region's generated pages are produced to be hashed.
-func (r *Region) Digest() (uint64, error) {
-	h := xxhash.New()
-	var hdr [16]byte
-	binary.LittleEndian.PutUint64(hdr[:8], uint64(r.sp.pageSize))
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(r.pages))
-	h.Write(hdr[:])
-	buf := make([]byte, r.sp.pageSize)
-	for p := range r.pages {
-		st, err := r.ReadPage(p, buf)
-		if err != nil {
-			return 0, err
-		}
-		binary.LittleEndian.PutUint32(hdr[:4], st.Gen)
-		h.Write(hdr[:4])
-		h.Write(buf)
-	}
-	return h.Sum64(), nil
-}
+import "bytes"
 
 // FirstDiff compares a and b page by page, bytes and generations, and
 // returns the first page at which they differ, or -1 if they are equal.

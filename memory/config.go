@@ -9,7 +9,10 @@ const (
 	// Dense holds every page in one allocation made up front.
 	Dense Kind = iota + 1
 	// Sparse allocates a page on its first non-zero write; pages never
-	// written read as zero and cost no memory.
+	// written read as zero and cost no memory. Pages it frees (a scrub, a
+	// page rewritten with zeros) go to a process-wide pool, a sync.Pool by
+	// page size, from which any Sparse region allocates before it asks
+	// for fresh memory.
 	Sparse
 	// Synthetic stores no bytes for generated content: a page filled with
 	// a content class is produced on read from (seed, page, generation,

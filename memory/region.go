@@ -131,7 +131,7 @@ func (r *Region) Seed() uint64 { return r.seed }
 
 // ResidentBytes returns the page memory the root's backing holds, for r
 // and every window of its root alike. Metadata (about five bytes a page)
-// is not counted.
+// and freed pages waiting in the Sparse pool are not counted.
 func (r *Region) ResidentBytes() int64 { return r.sp.back.resident() }
 
 // resolve maps page p of r (already bounds-checked) to its target.

@@ -241,6 +241,9 @@ func regionMachine(t *rapid.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := naiveDigest(t, br.roots[0]); d0 != want {
+				t.Fatalf("digest %x, the documented formula gives %x", d0, want)
+			}
 			for _, r := range br.roots[1:] {
 				if d, _ := r.Digest(); d != d0 {
 					t.Fatalf("%v digest %x, dense %x", r.Kind(), d, d0)

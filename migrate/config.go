@@ -48,6 +48,9 @@ const (
 	// window seeds). A 24 GB framebuffer migrates in well under a second
 	// of wall time.
 	Model
+	// Live is a real stream over real connections on wall time: the
+	// fidelity of Send and Receive's reports. A Sim refuses it.
+	Live
 )
 
 func (f Fidelity) String() string {
@@ -56,6 +59,8 @@ func (f Fidelity) String() string {
 		return "bytes"
 	case Model:
 		return "model"
+	case Live:
+		return "live"
 	}
 	return fmt.Sprintf("Fidelity(%d)", uint8(f))
 }

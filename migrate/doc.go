@@ -1,11 +1,17 @@
 // Package migrate live-migrates vGPU VMs between hosts the way vMotion
-// does, on simulated time: iterative pre-copy of guest RAM and of every
-// vGPU framebuffer, a switchover decision, a stun whose every phase is
-// accounted, the device checkpoint sent in a checkpoint stream, restore and
-// resume at the destination. It builds on packages memory, checkpoint and
-// vgpu, and knows nothing of how a workload is built.
+// does: iterative pre-copy of guest RAM and of every vGPU framebuffer, a
+// switchover decision, a stun whose every phase is accounted, the device
+// checkpoint sent in a checkpoint stream, restore and resume at the
+// destination. It builds on packages memory, checkpoint and vgpu, and
+// knows nothing of how a workload is built.
 //
-// # Driving it
+// It has two modes that share the copy engine, the stream format and the
+// switchover rule. The simulated mode (Sim, Migrate) moves a VM between
+// hosts of one process on simulated time, deterministically. The live mode
+// (Send, Receive) moves it over real connections on wall time, while a
+// Runner keeps its workload writing memory.
+//
+// # Driving the simulated mode
 //
 // A Sim holds hosts, the links between them and one clock. Start begins a
 // migration; the caller then moves time on — Sim.Step to the next event of
@@ -13,9 +19,10 @@
 // duration from the caller's own clock, Migration.Run or Sim.Run to the end
 // — and the Sim advances every host it knows by exactly that time, so the
 // VMs' workloads keep writing memory while it is copied. Migrate does all
-// of it in one call. Nothing reads the wall clock and nothing starts a
-// goroutine: the same hosts and calls give the same events, reports and
-// stream bytes on every machine, whatever GOMAXPROCS.
+// of it in one call. The simulated mode never reads the wall clock and
+// starts no goroutine of its own: it runs on the caller's goroutine, its
+// copy engine with one worker, and the same hosts and calls give the same
+// events, reports and stream bytes on every machine, whatever GOMAXPROCS.
 //
 // # The steps
 //
@@ -54,8 +61,9 @@
 // a floor no round changes, the dirty RAM's part alone is compared. When
 // pre-copy does not converge — the dirty rate at or above the link's, a
 // round that did not cut the expected stun by a tenth (a working set
-// re-dirtied whole every round), or the round limit — Config.OnNonConvergence throttles the workload in
-// steps, switches over anyway or aborts. A stun-time limit
+// re-dirtied whole every round), or the round limit —
+// Config.OnNonConvergence throttles the workload in steps, switches over
+// anyway or aborts. A stun-time limit
 // (Config.StunLimit) refuses a migration whose estimate exceeds it and
 // fails one whose expected stun at switchover does.
 //
@@ -86,17 +94,98 @@
 // really encodes. SimConfig.MaxPerHost bounds the migrations a host takes
 // part in at once (8 by default, as vSphere 7 allows on 10 GbE).
 //
+// # The copy engine
+//
+// An Engine encodes a region's pages — those a dirty log collected, or
+// every page in use — into checkpoint page batches, skipping zero pages'
+// contents and compressing the rest, and hands them to a BatchWriter (a
+// checkpoint.Writer) in page order on the caller's goroutine. With
+// EngineConfig.Workers above one, NewEngine starts that many goroutines,
+// which encode up to InFlight batches at once while the caller's goroutine
+// writes the finished ones in order; Close stops them. The batches and
+// every byte of them are the same for any number of workers, batches in
+// flight or GOMAXPROCS: parallelism changes how fast the stream is made,
+// never what it is. The simulated mode uses one worker, which encodes on
+// the caller's goroutine and starts none; Send uses LiveConfig.Engine.
+//
+// # The live mode
+//
+// Send, at the source, and Receive, at the destination, run one migration
+// over one or more io.ReadWriters, net.Conns in practice. The first
+// connection carries a short control conversation around the stream:
+//
+//	source                                   destination
+//	magic, version, hello: VM spec, -------> checked: version, VM, mode,
+//	connections, encryption, batch size,     connections, encryption,
+//	source host, mode                        batch size
+//	                               <-------- accept (memory and vGPUs
+//	                                         reserved), or refuse and why
+//	checkpoint stream over every conn -----> applied as it arrives
+//	  pre-copy rounds; then, the VM paused:
+//	  final pages, device states, digests
+//	                               <-------- ready: digests checked,
+//	                                         devices restored
+//	commit: resume, or stay paused --------> the VM is the destination's
+//	                               <-------- resumed
+//	VM destroyed at the source
+//
+// Pre-copy and the switchover follow the simulated mode's rules, fed with
+// the rates measured on the connections; time is wall time. Several
+// connections share the stream in frames dealt in turn, as QEMU's multifd
+// channels and vMotion's parallel streams do; both ends must use the same
+// number. LiveConfig and ReceiveConfig set the engine, the encryption key,
+// the destination's limits and a Timeout after which a connection that
+// makes no progress fails the migration.
+//
+// Until the destination reads commit, the source owns the VM. Any failure
+// before — a refusal, a connection closed or stalled past the timeout, a
+// bad stream, a canceled context, pre-copy that does not converge under
+// the Abort policy — ends both sides: each closes the connections, so the
+// other learns at once; the source's VM is as it was, running if it ran
+// and paused if it was, its memory untouched; the destination holds
+// nothing of it. Both return a *PhaseError whose sentinel says what failed
+// (ErrRefused beside the destination's reason, ErrConnection, ErrStream,
+// ErrCanceled, ...). A source that wrote commit and then lost the
+// connection before "resumed" cannot know where the VM runs: it keeps its
+// copy paused and unchanged and returns ErrInDoubt, so that there are
+// never two running copies.
+//
+// Each side keeps its own Report on its own wall clock; the destination's
+// holds what it can see and what the hello declared (see Report). Progress
+// reports, if LiveConfig.Progress or ReceiveConfig.Progress is set, reach
+// the callback on Send's or Receive's goroutine: rounds started and
+// finished with their measured rates, bytes moved, the switchover, the end.
+// A slog.Logger, if set, receives the same as structured records. Send and
+// Receive may run goroutines of their own — the engine's workers, region
+// hashing (LiveConfig.Engine.Workers, ReceiveConfig.DigestWorkers), and at
+// the destination one per connection that reads it ahead of the stream
+// while the stream arrives — and all have ended when they return.
+//
+// A Runner advances a host on wall time, on a goroutine of its own from
+// Start to Stop, so that its VMs' workloads write memory while Send copies
+// it. It is the host's lock: Send and Receive take it (LiveConfig.Lock,
+// ReceiveConfig.Lock) around what they do to a VM — reserve, pause,
+// throttle, save or restore its devices, resume, release — and the caller
+// holds it around anything else that touches the host. A host that cannot
+// keep up with wall time falls behind in bounded steps, and Runner.Lag
+// says by how much.
+// This is the one place wall time enters the package; examples/livemigrate
+// runs the whole over TCP.
+//
 // # Reports
 //
 // Every migration keeps a Report: each round's pages and bytes of RAM and
 // of each framebuffer, raw and on the wire, its duration, measured
 // bandwidth and dirty rate; the switchover reason; the stun by phase with
-// the dominant one; totals and compression ratio; the throttle applied; the
-// workload's metrics before, during and after. It prints for a person and
-// marshals to JSON with units in its field names.
+// the dominant one; totals and compression ratio; the region digests of a
+// live migration; the throttle applied; the workload's metrics before,
+// during and after. It prints for a person and marshals to JSON with units
+// in its field names.
 //
 // # Concurrency
 //
-// Nothing here is safe for concurrent use; a Sim and everything in it
-// belong to one goroutine.
+// A Sim and everything in it belong to one goroutine; so does an Engine
+// (one Copy at a time, whatever its workers). Send and Receive are each
+// one call on one goroutine, and share a host with a Runner only through
+// its lock.
 package migrate

@@ -37,6 +37,20 @@ var (
 	// ErrSource reports a source VM or host that failed during the
 	// migration (a workload error, a VM destroyed under the migration).
 	ErrSource = errors.New("migrate: source failed")
+	// ErrConnection reports a live migration's connection that closed,
+	// failed or stalled past the timeout.
+	ErrConnection = errors.New("migrate: connection failed")
+	// ErrRefused reports a live migration the destination turned down in
+	// the handshake; the reason it gave follows, and, where it names one,
+	// ErrIncompatible, ErrBusy or ErrConfig is wrapped beside it.
+	ErrRefused = errors.New("migrate: destination refused")
+	// ErrInDoubt reports a live migration whose source told the
+	// destination to resume and then lost the connection before the
+	// destination acknowledged: the VM may run there. The source keeps
+	// its copy paused and unchanged, so that there are never two running
+	// copies; whoever manages the hosts asks the destination and resumes
+	// or destroys it.
+	ErrInDoubt = errors.New("migrate: outcome in doubt")
 )
 
 // PhaseError is how a migration fails: the VM, the phase it was in, and the
@@ -54,10 +68,27 @@ func (e *PhaseError) Error() string {
 func (e *PhaseError) Unwrap() error { return e.Err }
 
 // wrap joins a sentinel and the error that caused it, so that errors.Is
-// finds both and errors.As finds the cause's type.
+// finds both and errors.As finds the cause's type. A cause that wraps the
+// sentinel already is returned as it is: its message names the sentinel,
+// and naming it twice would read "canceled: migrate: canceled".
 func wrap(sentinel error, cause error) error {
 	if cause == nil {
 		return sentinel
 	}
+	if errors.Is(cause, sentinel) {
+		return cause
+	}
 	return fmt.Errorf("%w: %w", sentinel, cause)
 }
+
+// labeledError reads as msg and matches each of errs with errors.Is and
+// errors.As. It is for a failure whose causes' messages would repeat what
+// msg says already, as a refusal whose reason names its sentinel, or would
+// only be noise, as the closed connection a cancel provokes.
+type labeledError struct {
+	msg  string
+	errs []error
+}
+
+func (e *labeledError) Error() string   { return e.msg }
+func (e *labeledError) Unwrap() []error { return e.errs }

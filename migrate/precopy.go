@@ -87,30 +87,19 @@ func (m *Migration) endRound() error {
 	if m.cfg.Mode == Legacy {
 		judged = est.dirtyWire
 	}
+	dirtyWireRate := scaleBytes(r.DirtyRateBytesPerSec, m.wireNum(), m.wireDen())
+	why, stop := judgeRound(judged, m.cfg.StunTarget, m.round, m.cfg.MaxRounds, dirtyWireRate, r.BandwidthBytesPerSec, m.stalled())
 	switch {
-	case judged <= m.cfg.StunTarget:
-		return m.switchover(Converged, est.Total)
-	case m.round+1 >= m.cfg.MaxRounds:
-		return m.nonConvergence(RoundLimit, est.Total)
-	case scaleBytes(r.DirtyRateBytesPerSec, m.wireNum(), m.wireDen()) >= r.BandwidthBytesPerSec,
-		m.stalled():
-		return m.nonConvergence(DirtyRateTooHigh, est.Total)
+	case !stop:
+		return m.beginRound()
+	case why == Converged:
+		return m.switchover(why, est.Total)
 	}
-	return m.beginRound()
+	return m.nonConvergence(why, est.Total)
 }
 
-// stalled reports a round that did not shrink the expected stun by a tenth.
-// A workload whose working set is smaller than what a round sends re-dirties
-// all of it every round: its measured dirty rate is capped by the working
-// set and can stay just under the link's, while pre-copy makes no progress.
-func (m *Migration) stalled() bool {
-	n := len(m.rep.Rounds)
-	if n < 2 {
-		return false
-	}
-	prev, cur := m.rep.Rounds[n-2].ExpectedStun, m.rep.Rounds[n-1].ExpectedStun
-	return cur > prev-prev/10
-}
+// stalled reports whether the last round stalled (see stalled).
+func (m *Migration) stalled() bool { return stalled(m.rep.Rounds) }
 
 // wireNum and wireDen are the wire-to-raw ratio of everything pre-copy has
 // sent, 1 before anything was.
@@ -124,23 +113,12 @@ func (m *Migration) wireNum() int64 {
 func (m *Migration) wireDen() int64 { return max(m.rep.PreCopy.RawBytes, 1) }
 
 func (m *Migration) nonConvergence(why Reason, expected time.Duration) error {
-	switch m.cfg.OnNonConvergence {
-	case Abort:
-		return fmt.Errorf("%w: %v after %d rounds, expected stun %v", ErrNotConverged, why, m.round+1, expected)
-	case SwitchAnyway:
-		return m.switchover(why, expected)
-	}
-	// Throttle: cut the workload harder each round, until the cut is at
-	// its maximum or the rounds run out.
-	if why == RoundLimit {
-		return m.switchover(why, expected)
-	}
-	if m.throttle >= m.cfg.Throttle.Max {
-		return m.switchover(ThrottledToLimit, expected)
-	}
-	next := m.cfg.Throttle.Start
-	if m.throttle > 0 {
-		next = min(m.throttle+m.cfg.Throttle.Step, m.cfg.Throttle.Max)
+	next, switchWhy, err := onNonConvergence(m.cfg.OnNonConvergence, m.cfg.Throttle, why, m.throttle)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w after %d rounds, expected stun %v", err, m.round+1, expected)
+	case switchWhy != 0:
+		return m.switchover(switchWhy, expected)
 	}
 	if err := m.setThrottle(next); err != nil {
 		return err

@@ -1,8 +1,6 @@
 package migrate
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/vgpusim/vgpusim/vgpu"
@@ -38,16 +36,21 @@ type Round struct {
 	// end-of-round record included.
 	WireBytes int64 `json:"wire_bytes"`
 	// Start is the Sim's time at the round's start; Duration how long it
-	// took to arrive.
+	// took to arrive. In a live report both are on the wall clock of the
+	// side that wrote it: at the destination a round starts where the
+	// previous one ended (the first, when the stream opened) and ends
+	// when its end-of-round record arrived.
 	Start    time.Duration `json:"start_ns"`
 	Duration time.Duration `json:"duration_ns"`
 	// BandwidthBytesPerSec is the rate measured: WireBytes over Duration.
 	BandwidthBytesPerSec int64 `json:"bandwidth_bytes_per_sec"`
 	// DirtyBytes is the raw size of the pages dirtied while the round was
-	// on the wire, DirtyRateBytesPerSec the same per second.
+	// on the wire, DirtyRateBytesPerSec the same per second. The source
+	// alone knows them; a destination's report leaves them zero.
 	DirtyBytes           int64 `json:"dirty_bytes"`
 	DirtyRateBytesPerSec int64 `json:"dirty_rate_bytes_per_sec"`
-	// ExpectedStun is the switchover rule's prediction after the round.
+	// ExpectedStun is the switchover rule's prediction after the round;
+	// source only, as is Throttle.
 	ExpectedStun time.Duration `json:"expected_stun_ns"`
 	// Throttle is the cut applied to the workload during the round.
 	Throttle float64 `json:"throttle"`
@@ -75,6 +78,16 @@ type FinalTraffic struct {
 
 // Report is the account of one migration. It marshals to JSON with units
 // in the field names; String prints it for a person.
+//
+// A live migration has two reports, one from each side, their times on
+// that side's wall clock from its own start. Send's fills every field but
+// the workload's metrics and Events. Receive's fills what the destination
+// measures itself — the rounds as their records arrived, the pages and
+// bytes it applied, the stun phases it saw, the digests it verified — and
+// what the source declared in the handshake (Source, Mode); the fields
+// only the source can know (Switchover, ExpectedStun, MaxThrottle, each
+// round's dirty rate, expected stun and throttle) stay zero there. Each
+// field's comment says where the two differ.
 type Report struct {
 	VM          string   `json:"vm"`
 	Source      string   `json:"source"`
@@ -90,34 +103,60 @@ type Report struct {
 	Error    string `json:"error,omitempty"`
 	FailedIn Phase  `json:"failed_in,omitempty"`
 
-	// Start and End are the Sim's times; Total is End-Start.
+	// Start and End are the Sim's times; Total is End-Start. In a live
+	// report they are wall time since that side's start, Start zero.
 	Start time.Duration `json:"start_ns"`
 	End   time.Duration `json:"end_ns"`
 	Total time.Duration `json:"total_ns"`
 
-	Rounds       []Round       `json:"rounds"`
+	// Rounds are the pre-copy rounds; a destination has one for each
+	// end-of-round record it received.
+	Rounds []Round `json:"rounds"`
+	// Switchover is why pre-copy ended and ExpectedStun the stun it
+	// predicted then; source only.
 	Switchover   Reason        `json:"switchover"`
 	ExpectedStun time.Duration `json:"expected_stun_ns"`
-	// MaxThrottle is the largest cut the migration applied to the workload.
+	// MaxThrottle is the largest cut the migration applied to the
+	// workload; source only.
 	MaxThrottle float64 `json:"max_throttle"`
 
 	// Stun is the VM's downtime, from quiesce to the destination's
 	// acknowledgement of the resume, StunPhases its parts, Dominant the
-	// longest of them.
+	// longest of them (zero, and omitted from JSON, when there was no
+	// stun, as in a migration that failed before it). A destination
+	// fills them when the migration succeeded, from what it sees on its
+	// own clock: the stun from the arrival of the last end-of-round
+	// record, after which the source stops the VM, to its own
+	// acknowledgement of the resume. PhaseFinalRAM and
+	// PhaseFinalFramebuffer end when the last of those pages arrived
+	// (the source's quiesce and device save, which it cannot see apart,
+	// fall in the first), PhaseDeviceState when the end of the stream
+	// arrived and its digests checked; PhaseRestore and PhaseResume are
+	// its own.
 	Stun       time.Duration `json:"stun_ns"`
 	StunPhases []StunPhase   `json:"stun_phases"`
-	Dominant   Phase         `json:"dominant"`
+	Dominant   Phase         `json:"dominant,omitempty"`
 
 	// PreCopy and Final are the pages sent while the VM ran and during the
-	// stun; DeviceStateBytes the saved device states' size.
+	// stun; DeviceStateBytes the saved device states' size. At the
+	// destination they are the pages applied before and after the last
+	// end-of-round record, and the device states received; their
+	// WireBytes count their records whole, framing included.
 	PreCopy          Traffic      `json:"precopy"`
 	Final            FinalTraffic `json:"final"`
 	DeviceStateBytes int64        `json:"device_state_bytes"`
-	// WireBytes is every byte of the stream; RawBytes the pages' size;
-	// CompressionRatio RawBytes over the pages' wire bytes.
+	// WireBytes is every byte of the stream (at the destination, every
+	// byte of it read); RawBytes the pages' size (at the destination, of
+	// the pages applied); CompressionRatio RawBytes over the pages' wire
+	// bytes.
 	WireBytes        int64   `json:"wire_bytes"`
 	RawBytes         int64   `json:"raw_bytes"`
 	CompressionRatio float64 `json:"compression_ratio"`
+	// RegionDigests are the xxhash64 digests of guest RAM and each
+	// framebuffer, taken during the stun of a live migration (Send) or
+	// after the stream verified (Receive); the destination's must equal
+	// the source's.
+	RegionDigests []Digest `json:"region_digests,omitempty"`
 
 	// Before, During and After are the workload's metrics over
 	// MetricsWindow before the start, during the migration, and over
@@ -164,6 +203,16 @@ func (m *Migration) closeReport() {
 	if pe, ok := m.err.(*PhaseError); ok {
 		r.Error, r.FailedIn = pe.Error(), pe.Phase
 	}
+	r.settle()
+	r.WireBytes = m.xfer.total()
+	w := m.cfg.MetricsWindow
+	r.Before = m.metrics(r.Start-w, r.Start)
+	r.During = m.metrics(r.Start, r.End)
+}
+
+// settle sets what the report derives from its other fields: the dominant
+// stun phase, the pages' raw size and the compression ratio.
+func (r *Report) settle() {
 	var best StunPhase
 	for _, p := range r.StunPhases {
 		if p.Duration > best.Duration {
@@ -177,13 +226,9 @@ func (m *Migration) closeReport() {
 		pages.add(f)
 	}
 	r.RawBytes = pages.RawBytes
-	r.WireBytes = m.xfer.total()
 	if pages.WireBytes > 0 {
 		r.CompressionRatio = float64(pages.RawBytes) / float64(pages.WireBytes)
 	}
-	w := m.cfg.MetricsWindow
-	r.Before = m.metrics(r.Start-w, r.Start)
-	r.During = m.metrics(r.Start, r.End)
 }
 
 // Report returns the migration's report as it stands. After the end its
@@ -213,36 +258,4 @@ func (m *Migration) metrics(from, to time.Duration) vgpu.Metrics {
 		return vgpu.Metrics{}
 	}
 	return w.Metrics(from+base, to+base)
-}
-
-// String prints the report for a person.
-func (r *Report) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %v -> %s over %s, %v mode, %v fidelity: %v\n", r.VM, r.Profiles, r.Destination, r.Link, r.Mode, r.Fidelity, r.Outcome)
-	if r.Error != "" {
-		fmt.Fprintf(&b, "  error: %s\n", r.Error)
-	}
-	fmt.Fprintf(&b, "  total %v, stun %v (dominant: %v), %d round(s), switchover: %v\n", r.Total, r.Stun, r.Dominant, len(r.Rounds), r.Switchover)
-	for _, rd := range r.Rounds {
-		t := rd.total()
-		fmt.Fprintf(&b, "  round %2d: %8d pages %12d B raw %12d B wire in %v; dirtied %d B/s; expected stun %v", rd.Index, t.Pages, t.RawBytes, rd.WireBytes, rd.Duration, rd.DirtyRateBytesPerSec, rd.ExpectedStun)
-		if rd.Throttle > 0 {
-			fmt.Fprintf(&b, "; throttle %.0f %%", 100*rd.Throttle)
-		}
-		b.WriteByte('\n')
-	}
-	for _, p := range r.StunPhases {
-		fmt.Fprintf(&b, "  stun %-18v %v\n", p.Phase.String()+":", p.Duration)
-	}
-	fmt.Fprintf(&b, "  wire %d B for %d B of pages (ratio %.2f), device state %d B, max throttle %.0f %%\n",
-		r.WireBytes, r.RawBytes, r.CompressionRatio, r.DeviceStateBytes, 100*r.MaxThrottle)
-	for _, m := range []struct {
-		name string
-		m    vgpu.Metrics
-	}{{"before", r.Before}, {"during", r.During}, {"after", r.After}} {
-		if m.m.Workload != "" {
-			fmt.Fprintf(&b, "  workload %-7s %v\n", m.name+":", m.m)
-		}
-	}
-	return b.String()
 }

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -88,7 +89,7 @@ func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
 type byteTransport struct {
 	m       *Migration
 	w       *checkpoint.Writer
-	enc     *checkpoint.BatchEncoder
+	eng     *Engine
 	wire    bytes.Buffer
 	rd      *checkpoint.Reader
 	ap      *checkpoint.Applier
@@ -102,8 +103,10 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), writerOptions(m)); err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
-	if t.enc, err = checkpoint.NewBatchEncoder(m.cfg.level()); err != nil {
-		return nil, wrap(ErrConfig, err)
+	// One worker: the simulated mode encodes on the caller's goroutine,
+	// deterministic and without goroutines.
+	if t.eng, err = NewEngine(EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}); err != nil {
+		return nil, err
 	}
 	ro := checkpoint.ReaderOptions{Limits: readerLimits(m.cfg.BatchBytes)}
 	if m.cfg.EncryptionKey != nil {
@@ -141,7 +144,7 @@ func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		}
 	}
 	before := t.w.Offset()
-	tr, err := encodePages(t.enc, r, uint32(i), set, t.m.cfg.BatchBytes, t.w.WriteBatch)
+	tr, err := t.eng.Copy(context.Background(), t.w, r, uint32(i), set)
 	if err != nil {
 		return tr, err
 	}
@@ -260,7 +263,7 @@ func deviceBlobs(ds []checkpoint.DeviceState, devices int) ([][]byte, error) {
 func (t *byteTransport) abort() { t.ap.Abort() }
 
 func (t *byteTransport) close() {
-	_ = t.enc.Close()
+	_ = t.eng.Close()
 	_ = t.w.Release()
 	_ = t.rd.Close()
 	t.wire = bytes.Buffer{}

@@ -1,0 +1,258 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
+)
+
+// ErrClosed reports a Copy on an Engine already closed. Such an error also
+// wraps ErrConfig, since using a closed engine is the caller's mistake.
+var ErrClosed = errors.New("migrate: engine closed")
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// Workers is the number of goroutines encoding batches; 0 means 1.
+	// With 1, Copy encodes on the caller's goroutine and the engine starts
+	// no goroutine at all, so a single-threaded caller (the simulated
+	// mode) stays deterministic and cheap.
+	Workers int
+	// InFlight is the number of batches being encoded or waiting to be
+	// written at once; 0 means 2*Workers, and it must be at least Workers
+	// so that no worker is idle for want of a batch. It bounds memory:
+	// each batch in flight owns one checkpoint.BatchEncoder and its
+	// buffers, about 2 x BatchBytes.
+	InFlight int
+	// BatchBytes is the raw page bytes of one batch (zero pages
+	// included); 0 means checkpoint.DefaultBatchBytes. It must hold at
+	// least memory.MinPageSize; a batch of a region whose pages are larger
+	// holds one page, as checkpoint.Writer's batches do.
+	BatchBytes int
+	// Level is the compression level of every encoder.
+	Level checkpoint.Level
+}
+
+// withDefaults fills in the zero fields and checks the result.
+func (c EngineConfig) withDefaults() (EngineConfig, error) {
+	if c.Workers < 0 || c.InFlight < 0 || c.BatchBytes < 0 {
+		return c, fmt.Errorf("%w: engine: negative workers (%d), batches in flight (%d) or batch size (%d)",
+			ErrConfig, c.Workers, c.InFlight, c.BatchBytes)
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.InFlight == 0 {
+		c.InFlight = 2 * c.Workers
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = checkpoint.DefaultBatchBytes
+	}
+	switch {
+	case c.InFlight < c.Workers:
+		return c, fmt.Errorf("%w: engine: %d batches in flight for %d workers", ErrConfig, c.InFlight, c.Workers)
+	case c.BatchBytes < memory.MinPageSize || c.BatchBytes > checkpoint.MaxBatchBytes:
+		return c, fmt.Errorf("%w: engine: batch of %d bytes outside [%d, %d]",
+			ErrConfig, c.BatchBytes, memory.MinPageSize, checkpoint.MaxBatchBytes)
+	case c.Level > checkpoint.LevelNone:
+		return c, fmt.Errorf("%w: engine: unknown level %v", ErrConfig, c.Level)
+	}
+	return c, nil
+}
+
+// BatchWriter takes encoded batches in stream order; *checkpoint.Writer
+// satisfies it. The batch's payload is valid only during the call.
+type BatchWriter interface {
+	WriteBatch(checkpoint.EncodedBatch) error
+}
+
+// Engine encodes a region's pages into checkpoint page batches, on several
+// goroutines if so configured, and hands them to a BatchWriter in page
+// order. Whatever the number of workers, batches in flight or GOMAXPROCS,
+// the batches are those checkpoint.Writer would cut and their bytes are
+// the same.
+//
+// An Engine is reused from copy to copy so that, once its buffers have
+// grown, a copy allocates nothing. It is not safe for concurrent use: one
+// Copy at a time, and Close after the last.
+type Engine struct {
+	cfg EngineConfig
+	// slots are the batches in flight, one encoder each. Only slot 0's
+	// encoder is made up front; the others are made when first needed,
+	// so that an engine whose copies are small holds little.
+	slots []*engineSlot
+	// free holds the indices of slots not in flight; only the caller's
+	// goroutine touches it.
+	free []int
+	// order is the reorder ring: order[seq%InFlight] is the slot holding
+	// finished batch seq, or -1. At most InFlight batches are in flight,
+	// so their sequence numbers never collide in it.
+	order []int
+	// jobs carries slot indices to the workers, and done carries them
+	// back once encoded; both are nil with one worker. Their buffers hold
+	// InFlight, so neither side ever blocks on a send.
+	jobs, done chan int
+	workers    sync.WaitGroup
+	// encoding counts batches handed to workers and not yet taken back.
+	encoding int
+	used     *memory.PageSet // scratch for Copy with a nil set
+	closed   bool
+	// afterEncode, if set (by tests), runs on the worker after each batch
+	// is encoded, before the worker hands it back.
+	afterEncode func()
+}
+
+// NewEngine returns an engine configured by cfg, its workers started and
+// idle. An invalid cfg is an error wrapping ErrConfig.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	enc, err := checkpoint.NewBatchEncoder(cfg.Level)
+	if err != nil {
+		return nil, wrap(ErrConfig, err)
+	}
+	e := &Engine{
+		cfg:   cfg,
+		slots: make([]*engineSlot, cfg.InFlight),
+		free:  make([]int, 0, cfg.InFlight),
+		order: make([]int, cfg.InFlight),
+		used:  memory.NewPageSet(0),
+	}
+	for i := range e.slots {
+		e.slots[i] = &engineSlot{}
+		e.order[i] = -1
+	}
+	e.slots[0].enc = enc
+	// Popped from the end: slot 0, whose encoder exists, goes first.
+	for i := cfg.InFlight - 1; i >= 0; i-- {
+		e.free = append(e.free, i)
+	}
+	if cfg.Workers > 1 {
+		e.jobs = make(chan int, cfg.InFlight)
+		e.done = make(chan int, cfg.InFlight)
+		for range cfg.Workers {
+			e.workers.Go(e.work)
+		}
+	}
+	return e, nil
+}
+
+// Config returns the engine's configuration, its defaults filled in.
+func (e *Engine) Config() EngineConfig { return e.cfg }
+
+// Close stops the workers, waits for them to end and releases the
+// encoders. Closing twice is harmless; a Copy after Close fails with
+// ErrClosed.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.jobs != nil {
+		close(e.jobs)
+		e.workers.Wait()
+	}
+	var errs []error
+	for _, s := range e.slots {
+		if s.enc != nil {
+			errs = append(errs, s.enc.Close())
+			s.enc = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Copy encodes pages of r, declared in the stream as region id: those in
+// set, or, if set is nil, every page not in its initial state (zero at
+// generation 0). A batch holds the next pages of set, as many as fit in
+// BatchBytes and at least one, as checkpoint.Writer cuts them; Copy hands
+// the batches to dst in page order, on the caller's goroutine. The
+// Traffic it returns counts the pages and their raw bytes; its WireBytes
+// are the payload bytes handed to dst, without the records' framing,
+// which only dst knows.
+//
+// A failure to read r wraps ErrSource, one of dst wraps ErrStream and a
+// ctx done wraps ErrCanceled; the first in batch order is returned, after
+// the batches before it were written and every worker has let go of r
+// and set. The engine stays usable. set must not change during Copy.
+func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id uint32, set *memory.PageSet) (Traffic, error) {
+	if e.closed {
+		return Traffic{}, wrap(ErrConfig, ErrClosed)
+	}
+	if set == nil {
+		var err error
+		if set, err = usedPages(r, e.used); err != nil {
+			return Traffic{}, wrap(ErrSource, err)
+		}
+	}
+	j := batchJob{r: r, set: set, id: id, pages: max(1, e.cfg.BatchBytes/r.PageSize())}
+	if e.jobs == nil {
+		return e.copySerial(ctx, dst, j)
+	}
+	return e.copyParallel(ctx, dst, j)
+}
+
+// batchJob is one batch to encode: up to pages pages of set from first,
+// read from r and declared as region id.
+type batchJob struct {
+	r     *memory.Region
+	set   *memory.PageSet
+	id    uint32
+	first int
+	pages int
+}
+
+// encode encodes j into enc, returning the batch and the first page of
+// set after it (-1 if none). It reads every page once, straight into the
+// encoder, which also tells zero pages.
+func (j *batchJob) encode(enc *checkpoint.BatchEncoder) (checkpoint.EncodedBatch, int, error) {
+	if err := enc.Begin(j.id, j.r.PageSize()); err != nil {
+		return checkpoint.EncodedBatch{}, -1, err
+	}
+	p := j.first
+	for n := 0; n < j.pages && p >= 0; n++ {
+		if err := enc.AddFrom(j.r, p); err != nil {
+			return checkpoint.EncodedBatch{}, -1, err
+		}
+		p = j.set.Next(p + 1)
+	}
+	b, err := enc.Finish()
+	return b, p, err
+}
+
+// copySerial is Copy with one worker: the caller's goroutine encodes and
+// writes each batch in turn with slot 0's encoder.
+func (e *Engine) copySerial(ctx context.Context, dst BatchWriter, j batchJob) (Traffic, error) {
+	var tr Traffic
+	enc := e.slots[0].enc
+	for j.first = j.set.Next(0); j.first >= 0; {
+		if err := ctx.Err(); err != nil {
+			return tr, wrap(ErrCanceled, err)
+		}
+		b, next, err := j.encode(enc)
+		if err != nil {
+			return tr, wrap(ErrSource, err)
+		}
+		tr.addBatch(b)
+		if err := dst.WriteBatch(b); err != nil {
+			return tr, wrap(ErrStream, err)
+		}
+		j.first = next
+	}
+	return tr, nil
+}
+
+// addBatch counts batch b: its pages, and its payload as wire bytes.
+func (t *Traffic) addBatch(b checkpoint.EncodedBatch) {
+	t.Pages += int64(b.Pages)
+	t.ZeroPages += int64(b.ZeroPages)
+	t.RawBytes += int64(b.RawBytes)
+	for _, p := range b.Payload {
+		t.WireBytes += int64(len(p))
+	}
+}

@@ -1,0 +1,128 @@
+package migrate
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+)
+
+// DefaultLiveTimeout is how long a live migration waits on a connection
+// that makes no progress — a read that returns nothing, a write the peer
+// does not drain, an answer that does not come — before it fails.
+const DefaultLiveTimeout = 30 * time.Second
+
+// LiveConfig describes the source's side of a live migration (Send). The
+// zero value means pre-copy with the simulated mode's defaults, one
+// encoding worker, zstd at its fastest and no encryption.
+type LiveConfig struct {
+	// Mode, StunTarget, StunLimit, MaxRounds, OnNonConvergence and
+	// Throttle mean what they mean in Config; the switchover rule is the
+	// simulated mode's, fed with the rates measured on the connection.
+	Mode             Mode
+	StunTarget       time.Duration
+	StunLimit        time.Duration
+	MaxRounds        int
+	OnNonConvergence NonConvergence
+	Throttle         ThrottleSteps
+
+	// Engine configures the copy engine: workers, batches in flight, batch
+	// size and compression level (checkpoint.LevelNone to send pages
+	// uncompressed).
+	Engine EngineConfig
+	// StreamID identifies the stream; EncryptionKey, if set
+	// (checkpoint.KeySize bytes), encrypts it, and the destination must
+	// hold the same key.
+	StreamID      uint64
+	EncryptionKey []byte
+
+	// Timeout bounds every wait on a connection; zero means
+	// DefaultLiveTimeout. It is enforced with the connections' deadlines
+	// where they have them (net.Conn does); otherwise only the context
+	// bounds a stalled peer.
+	Timeout time.Duration
+	// Lock, if set, guards the source VM's host: Send holds it while it
+	// touches the VM (pause, device save, throttle, release), and whoever
+	// runs the VM — a Runner — holds it while it advances the host.
+	Lock sync.Locker
+	// Progress, if set, receives the migration's progress on Send's
+	// goroutine; it must not block for long.
+	Progress func(Progress)
+	// Logger, if set, receives the same progress as structured records.
+	Logger *slog.Logger
+}
+
+func (c LiveConfig) withDefaults() (LiveConfig, error) {
+	sim, err := Config{
+		Mode: c.Mode, StunTarget: c.StunTarget, StunLimit: c.StunLimit, MaxRounds: c.MaxRounds,
+		OnNonConvergence: c.OnNonConvergence, Throttle: c.Throttle, BatchBytes: c.Engine.BatchBytes,
+		EncryptionKey: c.EncryptionKey,
+	}.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.Mode, c.StunTarget, c.MaxRounds = sim.Mode, sim.StunTarget, sim.MaxRounds
+	c.OnNonConvergence, c.Throttle, c.Engine.BatchBytes = sim.OnNonConvergence, sim.Throttle, sim.BatchBytes
+	if c.Timeout == 0 {
+		c.Timeout = DefaultLiveTimeout
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("%w: negative timeout %v", ErrConfig, c.Timeout)
+	}
+	if c.Lock == nil {
+		c.Lock = new(sync.Mutex)
+	}
+	return c, nil
+}
+
+// ReceiveConfig describes the destination's side of a live migration
+// (Receive).
+type ReceiveConfig struct {
+	// EncryptionKey, if set, is required: a stream not encrypted with it
+	// is refused. Without one, an encrypted stream is refused.
+	EncryptionKey []byte
+	// Limits bound what the stream may make the destination hold; zero
+	// fields take checkpoint's defaults, widened to the batch size the
+	// source declares up to MaxBatchBytes.
+	Limits checkpoint.Limits
+	// MaxBatchBytes is the largest batch a source may declare; zero means
+	// 16 MiB.
+	MaxBatchBytes int
+	// DigestWorkers is how many goroutines hash each region to check its
+	// digest at the end of the stream, while the VM is stopped; zero
+	// means GOMAXPROCS.
+	DigestWorkers int
+	// Timeout, Lock, Progress and Logger mean what they mean in
+	// LiveConfig, for the destination host.
+	Timeout  time.Duration
+	Lock     sync.Locker
+	Progress func(Progress)
+	Logger   *slog.Logger
+}
+
+const defaultMaxBatchBytes = 16 << 20
+
+func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
+	if c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize {
+		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = defaultMaxBatchBytes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultLiveTimeout
+	}
+	if c.DigestWorkers == 0 {
+		c.DigestWorkers = runtime.GOMAXPROCS(0)
+	}
+	if c.Timeout < 0 || c.MaxBatchBytes < 0 || c.DigestWorkers < 0 {
+		return c, fmt.Errorf("%w: negative timeout, batch size or digest workers", ErrConfig)
+	}
+	if c.Lock == nil {
+		c.Lock = new(sync.Mutex)
+	}
+	return c, nil
+}

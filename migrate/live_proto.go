@@ -1,0 +1,242 @@
+package migrate
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// The live protocol. The first connection carries a small control
+// conversation around the checkpoint stream:
+//
+//	source                                   destination
+//	  magic, version, hello (VM, devices) -->
+//	                                      <-- accept, or refuse and why
+//	  checkpoint stream (over every conn) -->   applied as it arrives
+//	                                      <-- ready: stream verified, devices restored
+//	  commit (resume or stay paused)      -->
+//	                                      <-- resumed
+//
+// Until the destination has read commit, it gives the VM up on any failure
+// and the source keeps it; once it has, the VM is the destination's. A
+// source that wrote commit but never hears "resumed" cannot know which side
+// has the VM, so it keeps its copy paused and reports ErrInDoubt rather
+// than risk two running copies.
+
+const (
+	liveMagic = "VGPULIVE"
+	// LiveProtocolMajor and LiveProtocolMinor are the live protocol's
+	// version. A destination refuses another major version; minor
+	// versions only add optional fields.
+	LiveProtocolMajor = 1
+	LiveProtocolMinor = 0
+
+	preambleBytes = len(liveMagic) + 4
+	// maxControlBytes bounds a control message, so a hostile peer cannot
+	// make the other side allocate more.
+	maxControlBytes = 64 << 10
+	// maxConnections bounds how many connections one migration spreads
+	// its stream over.
+	maxConnections = 64
+	// maxPeerNameBytes and maxPeerMessageBytes bound the text a peer puts
+	// in a report or an error: a name, and a refusal's reason.
+	maxPeerNameBytes    = 256
+	maxPeerMessageBytes = 1024
+)
+
+type msgType uint8
+
+const (
+	msgHello msgType = iota + 1
+	msgAccept
+	msgRefuse
+	msgReady
+	msgCommit
+	msgResumed
+)
+
+var msgNames = [...]string{msgHello: "hello", msgAccept: "accept", msgRefuse: "refuse", msgReady: "ready",
+	msgCommit: "commit", msgResumed: "resumed"}
+
+func (t msgType) String() string {
+	if int(t) < len(msgNames) && msgNames[t] != "" {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("message(%d)", uint8(t))
+}
+
+// hello is what the source declares before any memory moves.
+type hello struct {
+	Connections int               `json:"connections"`
+	Encrypted   bool              `json:"encrypted"`
+	BatchBytes  int               `json:"batch_bytes"`
+	Spec        vgpu.IncomingSpec `json:"spec"`
+	// Source names the source host and Mode is the migration's Mode, for
+	// the destination's report: the stream says neither. The destination
+	// refuses a mode it does not know and cuts Source to
+	// maxPeerNameBytes.
+	Source string `json:"source"`
+	Mode   uint8  `json:"mode"`
+}
+
+// accept is the destination's yes.
+type accept struct {
+	Host string `json:"host"`
+}
+
+// refusal is why a destination turned a migration down.
+type refusal struct {
+	Code    string `json:"code"` // "incompatible", "busy", "config", "version"
+	Message string `json:"message"`
+}
+
+// commit tells the destination what to do with the VM it restored.
+type commit struct {
+	Resume   bool    `json:"resume"`
+	Throttle float64 `json:"throttle"`
+}
+
+func writePreamble(w io.Writer) error {
+	var b [preambleBytes]byte
+	copy(b[:], liveMagic)
+	binary.LittleEndian.PutUint16(b[8:], LiveProtocolMajor)
+	binary.LittleEndian.PutUint16(b[10:], LiveProtocolMinor)
+	_, err := w.Write(b[:])
+	return err
+}
+
+// readPreamble checks the magic and returns the peer's major version.
+func readPreamble(r io.Reader) (major int, err error) {
+	var b [preambleBytes]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, err
+	}
+	if string(b[:8]) != liveMagic {
+		return 0, fmt.Errorf("%w: not a live migration (magic %q)", ErrStream, b[:8])
+	}
+	return int(binary.LittleEndian.Uint16(b[8:])), nil
+}
+
+// writeMsg writes one control message: type, length, and v as JSON (no
+// body when v is nil).
+func writeMsg(w io.Writer, t msgType, v any) error {
+	var body []byte
+	if v != nil {
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	if len(body) > maxControlBytes {
+		return fmt.Errorf("%w: %v message of %d bytes", ErrConfig, t, len(body))
+	}
+	msg := make([]byte, 5, 5+len(body))
+	msg[0] = byte(t)
+	binary.LittleEndian.PutUint32(msg[1:], uint32(len(body)))
+	_, err := w.Write(append(msg, body...))
+	return err
+}
+
+// errUnexpectedMsg reports a control message out of turn.
+var errUnexpectedMsg = errors.New("unexpected control message")
+
+// readMsg reads one control message, which must be of type want (or a
+// refusal, when refusable), and decodes its body into v.
+func readMsg(r io.Reader, want msgType, v any) error {
+	var h [5]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return err
+	}
+	t, n := msgType(h[0]), binary.LittleEndian.Uint32(h[1:])
+	if n > maxControlBytes {
+		return fmt.Errorf("%w: %v message of %d bytes, limit %d", ErrStream, t, n, maxControlBytes)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if t == msgRefuse && want != msgRefuse {
+		var rf refusal
+		if err := json.Unmarshal(body, &rf); err != nil {
+			return fmt.Errorf("%w: unreadable refusal: %v", ErrRefused, err)
+		}
+		return rf.err()
+	}
+	if t != want {
+		return fmt.Errorf("%w: %w: %v where %v belongs", ErrStream, errUnexpectedMsg, t, want)
+	}
+	if v == nil {
+		if n != 0 {
+			return fmt.Errorf("%w: %v message with a %d-byte body", ErrStream, t, n)
+		}
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: bad %v message: %v", ErrStream, t, err)
+	}
+	return nil
+}
+
+// refusalCodes maps the sentinels a destination refuses with to their codes
+// on the wire and back.
+var refusalCodes = []struct {
+	code string
+	err  error
+}{{"incompatible", ErrIncompatible}, {"busy", ErrBusy}, {"config", ErrConfig}, {"version", ErrIncompatible}}
+
+func refusalOf(cause error) refusal {
+	for _, c := range refusalCodes {
+		if errors.Is(cause, c.err) {
+			return refusal{Code: c.code, Message: cause.Error()}
+		}
+	}
+	return refusal{Code: "other", Message: cause.Error()}
+}
+
+// err is the refusal as the source returns it: ErrRefused and the code's
+// sentinel, which errors.Is both finds, and the destination's reason said
+// once. The reason is the destination's own error text, which names the
+// code's sentinel already ("migrate: invalid configuration: ..."); only its
+// package prefix goes, as ErrRefused's says it.
+func (r refusal) err() error {
+	errs := []error{ErrRefused}
+	for _, c := range refusalCodes {
+		if c.code == r.Code {
+			errs = append(errs, c.err)
+			break
+		}
+	}
+	why := strings.TrimPrefix(peerText(r.Message, maxPeerMessageBytes), "migrate: ")
+	if why == "" {
+		why = "no reason given"
+	}
+	return &labeledError{msg: ErrRefused.Error() + ": " + why, errs: errs}
+}
+
+// peerText returns s, which came from the peer, fit to print in a report
+// or an error: at most limit bytes, valid UTF-8, without control
+// characters.
+func peerText(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,289 @@
+package migrate
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// Receive takes in a VM that Send migrates over conns and places it on
+// host. It answers the handshake (refusing a VM the host cannot take, an
+// unknown major version or migration mode, another number of connections
+// than the source's, or an encryption mode its key does not allow),
+// applies the stream as it arrives, checks the regions' digests, restores
+// the devices, and, when the source commits, resumes the VM if it ran at
+// the source. It returns the VM, which then belongs to host, and the
+// destination's report, which holds what the destination saw (see Report).
+//
+// Until the source commits, any failure — a bad or truncated stream, a
+// connection closed or stalled past the timeout, a canceled ctx — gives the
+// VM up: its windows are scrubbed and freed and host holds nothing of it;
+// Receive closes the connections so the source learns at once, and returns
+// a *PhaseError. The incoming VM has no workload; the caller gives it one.
+func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg ReceiveConfig) (*vgpu.VM, *Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	if host == nil || len(conns) == 0 || len(conns) > maxConnections {
+		return nil, nil, fmt.Errorf("%w: Receive needs a host and 1 to %d connections", ErrConfig, maxConnections)
+	}
+	link := linkName(newConnSet(conns, cfg.Timeout))
+	// The connections are read ahead while the stream arrives; the reads
+	// stop, here too if it fails, before Receive lets them go.
+	ahead := make([]io.ReadWriter, len(conns))
+	for i, c := range conns {
+		ahead[i] = withReadAhead(c)
+	}
+	defer stopReadAhead(ahead)
+	r := &receiver{cfg: cfg, host: host, conns: newConnSet(ahead, cfg.Timeout), ahead: ahead, ctx: ctx, start: time.Now()}
+	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, start: r.start, observe: r.observe}
+	stop := context.AfterFunc(ctx, r.conns.closeAll)
+	defer stop()
+	r.rep.Destination, r.rep.Fidelity, r.rep.Link = host.Name(), Live, link
+	r.phase = PhaseSetup
+	if err := r.run(); err != nil {
+		return nil, r.fail(err), r.err
+	}
+	_ = r.rd.Close()
+	rep := r.closeReport(PhaseDone)
+	r.prog.emit(Progress{Kind: Done, Phase: PhaseDone, Round: -1, WireBytes: r.wire()})
+	return r.in, rep, nil
+}
+
+// receiver is the destination's side of one live migration.
+type receiver struct {
+	cfg   ReceiveConfig
+	host  *vgpu.Host
+	conns connSet
+	ahead []io.ReadWriter // the connections, read ahead until the stream ends
+	ctx   context.Context
+	start time.Time
+	prog  reporter
+	phase Phase
+	rep   Report
+	err   error
+
+	ctl   *bufio.Reader
+	rd    *checkpoint.Reader
+	ap    *checkpoint.Applier
+	in    *vgpu.VM // incoming, then resumed
+	tally recvTally
+}
+
+func (r *receiver) run() error {
+	c0 := r.conns[0]
+	r.ctl = bufio.NewReaderSize(c0, liveBufferBytes)
+	h, err := r.handshake()
+	if err != nil {
+		return err
+	}
+	r.phase = PhasePreCopy
+	var data io.Reader = r.ctl
+	if len(r.conns) > 1 {
+		rs := []io.Reader{r.ctl}
+		for _, c := range r.conns[1:] {
+			rs = append(rs, bufio.NewReaderSize(c, liveBufferBytes))
+		}
+		data = newStripeReader(rs)
+	}
+	if err := r.openStream(data, h); err != nil {
+		return err
+	}
+	r.tally.begin(r.rd.Metadata(), r.wire(), time.Since(r.start))
+	if err := r.apply(); err != nil {
+		return err
+	}
+	// Nothing follows the stream until this side says it is ready: stop
+	// reading ahead, so that a long restore cannot trip a read deadline.
+	stopReadAhead(r.ahead)
+	r.enter(PhaseRestore)
+	if err := r.restore(); err != nil {
+		return err
+	}
+	if err := writeMsg(c0, msgReady, nil); err != nil {
+		return err
+	}
+	r.enter(PhaseResume)
+	var c commit
+	if err := readMsg(r.ctl, msgCommit, &c); err != nil {
+		return err
+	}
+	// From here on the VM is ours: the source has let it go.
+	r.cfg.Lock.Lock()
+	err = r.in.SetThrottle(c.Throttle)
+	if err == nil && c.Resume {
+		err = r.in.Resume()
+	}
+	r.cfg.Lock.Unlock()
+	if err != nil {
+		return wrap(ErrDestination, err)
+	}
+	if err := writeMsg(c0, msgResumed, nil); err != nil && r.cfg.Logger != nil {
+		// The VM runs here; the source, not hearing it, keeps its copy
+		// paused and reports the outcome in doubt.
+		r.cfg.Logger.Warn("migrate: acknowledging the resume", "vm", r.rep.VM, "error", err)
+	}
+	return nil
+}
+
+// handshake reads the source's declaration and answers it: the VM is
+// reserved on the host, or refused.
+func (r *receiver) handshake() (hello, error) {
+	var h hello
+	major, err := readPreamble(r.ctl)
+	if err != nil {
+		return h, err
+	}
+	if major != LiveProtocolMajor {
+		return h, r.refuse(fmt.Errorf("%w: live protocol version %d, this destination speaks %d", ErrIncompatible, major, LiveProtocolMajor))
+	}
+	if err := readMsg(r.ctl, msgHello, &h); err != nil {
+		return h, err
+	}
+	r.rep.VM, r.rep.Profiles, r.prog.vm = h.Spec.ID, h.Spec.Profiles, h.Spec.ID
+	r.rep.Source, r.rep.Mode = peerText(h.Source, maxPeerNameBytes), Mode(h.Mode)
+	switch {
+	case r.rep.Mode != PreCopy && r.rep.Mode != Legacy:
+		return h, r.refuse(fmt.Errorf("%w: unknown migration mode %d", ErrConfig, h.Mode))
+	case h.Connections != len(r.conns):
+		return h, r.refuse(fmt.Errorf("%w: the source spreads the stream over %d connections, the destination has %d", ErrConfig, h.Connections, len(r.conns)))
+	case h.Encrypted != (r.cfg.EncryptionKey != nil):
+		return h, r.refuse(fmt.Errorf("%w: the source encrypts: %v; the destination requires encryption: %v", ErrConfig, h.Encrypted, r.cfg.EncryptionKey != nil))
+	case h.BatchBytes <= 0 || h.BatchBytes > r.cfg.MaxBatchBytes:
+		return h, r.refuse(fmt.Errorf("%w: batches of %d bytes, limit %d", ErrConfig, h.BatchBytes, r.cfg.MaxBatchBytes))
+	}
+	r.cfg.Lock.Lock()
+	err = r.host.CheckIncoming(h.Spec)
+	if err == nil {
+		r.in, err = r.host.PrepareIncoming(h.Spec)
+	}
+	r.cfg.Lock.Unlock()
+	if err != nil {
+		return h, r.refuse(wrap(ErrIncompatible, err))
+	}
+	return h, writeMsg(r.conns[0], msgAccept, accept{Host: r.host.Name()})
+}
+
+// refuse tells the source why, and returns the reason as the error.
+func (r *receiver) refuse(cause error) error {
+	_ = writeMsg(r.conns[0], msgRefuse, refusalOf(cause))
+	return cause
+}
+
+// openStream starts reading the checkpoint stream and checks that it
+// declares the VM the handshake announced.
+func (r *receiver) openStream(data io.Reader, h hello) error {
+	lim := r.cfg.Limits
+	if lim == (checkpoint.Limits{}) {
+		lim = readerLimits(h.BatchBytes)
+	}
+	opts := checkpoint.ReaderOptions{Limits: lim}
+	if r.cfg.EncryptionKey != nil {
+		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, r.cfg.EncryptionKey
+	}
+	var err error
+	if r.rd, err = checkpoint.NewReader(data, opts); err != nil {
+		return wrap(ErrStream, err)
+	}
+	regs := append([]*memory.Region{r.in.RAM()}, r.in.Framebuffers()...)
+	meta := r.rd.Metadata()
+	if meta.VMID != h.Spec.ID || meta.GPUModel != h.Spec.GPUModel || !slices.Equal(meta.Profiles, h.Spec.Profiles) || len(meta.Regions) != len(regs) {
+		return fmt.Errorf("%w: the stream declares VM %q (%s %v, %d regions), the handshake %q (%s %v, %d regions)", ErrStream,
+			meta.VMID, meta.GPUModel, meta.Profiles, len(meta.Regions), h.Spec.ID, h.Spec.GPUModel, h.Spec.Profiles, len(regs))
+	}
+	refs := make([]checkpoint.RegionRef, len(regs))
+	for i, reg := range regs {
+		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
+	}
+	if r.ap, err = checkpoint.NewApplier(r.rd, refs); err != nil {
+		return wrap(ErrStream, err)
+	}
+	r.ap.SetDigestWorkers(r.cfg.DigestWorkers)
+	return nil
+}
+
+// apply applies records until the end of the stream.
+func (r *receiver) apply() error {
+	round := 0
+	for {
+		t, err := r.ap.Step()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return wrap(ErrStream, err)
+		}
+		switch t {
+		case checkpoint.RecordEndRound:
+			r.prog.emit(Progress{Kind: RoundFinished, Phase: r.phase, Round: round, WireBytes: r.wire()})
+			round++
+		case checkpoint.RecordPageBatch:
+			r.prog.bytes(r.phase, round, r.wire())
+		case checkpoint.RecordDeviceState:
+			r.phase = PhaseDeviceState
+		}
+	}
+}
+
+// restore commits the stream — the digests checked — and restores the
+// devices.
+func (r *receiver) restore() error {
+	if err := r.ap.Commit(); err != nil {
+		return wrap(ErrStream, err)
+	}
+	states, err := deviceBlobs(r.ap.DeviceStates(), len(r.in.Framebuffers()))
+	if err != nil {
+		return err
+	}
+	// Commit checked every region against the digest the stream carries,
+	// so those are this side's digests too, without hashing again.
+	for _, d := range r.rd.StreamEnd().RegionDigests {
+		r.rep.RegionDigests = append(r.rep.RegionDigests, Digest(d.Digest))
+	}
+	for _, ds := range r.ap.DeviceStates() {
+		r.rep.DeviceStateBytes += int64(len(ds.Data))
+	}
+	r.cfg.Lock.Lock()
+	err = r.in.Restore(states)
+	r.cfg.Lock.Unlock()
+	return wrap0(ErrDestination, err)
+}
+
+func (r *receiver) wire() int64 {
+	if r.rd == nil {
+		return 0
+	}
+	return r.rd.Offset()
+}
+
+// fail gives the VM up, so the host holds nothing of it.
+func (r *receiver) fail(cause error) *Report {
+	cause = liveCause(r.ctx, r.conns, cause)
+	r.conns.closeAll()
+	if r.ap != nil {
+		r.ap.Abort()
+	}
+	if r.rd != nil {
+		_ = r.rd.Close()
+	}
+	if r.in != nil {
+		// Destroy, not Abort: after the restore the VM is no longer
+		// incoming, and it must go all the same.
+		r.cfg.Lock.Lock()
+		_ = r.in.Destroy()
+		r.cfg.Lock.Unlock()
+		r.in = nil
+	}
+	r.err = &PhaseError{VM: r.rep.VM, Phase: r.phase, Err: cause}
+	rep := r.closeReport(PhaseFailed)
+	r.prog.emit(Progress{Kind: Failed, Phase: r.phase, Round: -1, WireBytes: r.wire(), Err: r.err})
+	return rep
+}

@@ -1,0 +1,48 @@
+package migrate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// String prints the report for a person.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %v -> %s over %s, %v mode, %v fidelity: %v\n", r.VM, r.Profiles, r.Destination, r.Link, r.Mode, r.Fidelity, r.Outcome)
+	if r.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", r.Error)
+	}
+	dominant := "none"
+	if r.Dominant != 0 {
+		dominant = r.Dominant.String()
+	}
+	fmt.Fprintf(&b, "  total %v, stun %v (dominant: %s), %d round(s), switchover: %v\n", r.Total, r.Stun, dominant, len(r.Rounds), r.Switchover)
+	for _, rd := range r.Rounds {
+		t := rd.total()
+		fmt.Fprintf(&b, "  round %2d: %8d pages %12d B raw %12d B wire in %v", rd.Index, t.Pages, t.RawBytes, rd.WireBytes, rd.Duration)
+		// A destination's rounds have neither: only the source knows them.
+		if rd.DirtyRateBytesPerSec != 0 || rd.ExpectedStun != 0 {
+			fmt.Fprintf(&b, "; dirtied %d B/s; expected stun %v", rd.DirtyRateBytesPerSec, rd.ExpectedStun)
+		}
+		if rd.Throttle > 0 {
+			fmt.Fprintf(&b, "; throttle %.0f %%", 100*rd.Throttle)
+		}
+		b.WriteByte('\n')
+	}
+	for _, p := range r.StunPhases {
+		fmt.Fprintf(&b, "  stun %-18v %v\n", p.Phase.String()+":", p.Duration)
+	}
+	fmt.Fprintf(&b, "  wire %d B for %d B of pages (ratio %.2f), device state %d B, max throttle %.0f %%\n",
+		r.WireBytes, r.RawBytes, r.CompressionRatio, r.DeviceStateBytes, 100*r.MaxThrottle)
+	for _, m := range []struct {
+		name string
+		m    vgpu.Metrics
+	}{{"before", r.Before}, {"during", r.During}, {"after", r.After}} {
+		if m.m.Workload != "" {
+			fmt.Fprintf(&b, "  workload %-7s %v\n", m.name+":", m.m)
+		}
+	}
+	return b.String()
+}
