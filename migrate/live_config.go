@@ -33,6 +33,10 @@ type LiveConfig struct {
 	// size and compression level (checkpoint.LevelNone to send pages
 	// uncompressed).
 	Engine EngineConfig
+	// DigestWorkers is how many goroutines hash each region for the
+	// stream's end-to-end digests, while the VM is stopped; zero means
+	// GOMAXPROCS.
+	DigestWorkers int
 	// StreamID identifies the stream; EncryptionKey, if set
 	// (checkpoint.KeySize bytes), encrypts it, and the destination must
 	// hold the same key.
@@ -69,8 +73,11 @@ func (c LiveConfig) withDefaults() (LiveConfig, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultLiveTimeout
 	}
-	if c.Timeout < 0 {
-		return c, fmt.Errorf("%w: negative timeout %v", ErrConfig, c.Timeout)
+	if c.DigestWorkers == 0 {
+		c.DigestWorkers = runtime.GOMAXPROCS(0)
+	}
+	if c.Timeout < 0 || c.DigestWorkers < 0 {
+		return c, fmt.Errorf("%w: negative timeout %v or digest workers %d", ErrConfig, c.Timeout, c.DigestWorkers)
 	}
 	if c.Lock == nil {
 		c.Lock = new(sync.Mutex)
@@ -84,9 +91,10 @@ type ReceiveConfig struct {
 	// EncryptionKey, if set, is required: a stream not encrypted with it
 	// is refused. Without one, an encrypted stream is refused.
 	EncryptionKey []byte
-	// Limits bound what the stream may make the destination hold; zero
-	// fields take checkpoint's defaults, widened to the batch size the
-	// source declares up to MaxBatchBytes.
+	// Limits bound what the stream may make the destination hold. Each
+	// field left zero takes checkpoint's default, widened to the batch
+	// size the source declares (up to MaxBatchBytes); a source whose
+	// batches exceed a MaxBatchBytes set here is refused.
 	Limits checkpoint.Limits
 	// MaxBatchBytes is the largest batch a source may declare; zero means
 	// 16 MiB.
@@ -125,4 +133,25 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 		c.Lock = new(sync.Mutex)
 	}
 	return c, nil
+}
+
+// receiveLimits returns the limits of a stream whose batches are of
+// batchBytes: each field of user that is set, and, for each that is not,
+// checkpoint's default widened to the batch size.
+func receiveLimits(user checkpoint.Limits, batchBytes int) checkpoint.Limits {
+	l := readerLimits(batchBytes)
+	for _, f := range []struct{ dst, src *int }{
+		{&l.MaxRecordBytes, &user.MaxRecordBytes}, {&l.MaxBatchBytes, &user.MaxBatchBytes},
+		{&l.MaxPagesPerRecord, &user.MaxPagesPerRecord}, {&l.MaxWindowBytes, &user.MaxWindowBytes},
+		{&l.MaxDeviceStateBytes, &user.MaxDeviceStateBytes}, {&l.MaxMetadataBytes, &user.MaxMetadataBytes},
+		{&l.MaxRegions, &user.MaxRegions},
+	} {
+		if *f.src != 0 {
+			*f.dst = *f.src
+		}
+	}
+	if user.MaxTotalBytes != 0 {
+		l.MaxTotalBytes = user.MaxTotalBytes
+	}
+	return l
 }

@@ -72,20 +72,9 @@ type reporter struct {
 	start  time.Time
 	vm     string
 	lastAt int64 // WireBytes at the last BytesSent
-
-	// observe, if set, sees each event before it is reported (whether or
-	// not a report is due): a BytesSent for every page batch and a
-	// RoundFinished for every end of round, with the wire offset. The
-	// destination keeps its report with it, without a second pass over
-	// the records it applies.
-	observe func(kind ProgressKind, wire int64)
 }
 
 func (r *reporter) emit(p Progress) {
-	// bytes observes every batch itself, due report or not.
-	if r.observe != nil && p.Kind != BytesSent {
-		r.observe(p.Kind, p.WireBytes)
-	}
 	if r.fn == nil && r.log == nil {
 		return
 	}
@@ -115,9 +104,6 @@ func (r *reporter) emit(p Progress) {
 
 // bytes reports BytesSent when another progressEvery bytes have passed.
 func (r *reporter) bytes(phase Phase, round int, wire int64) {
-	if r.observe != nil {
-		r.observe(BytesSent, wire)
-	}
 	if wire-r.lastAt >= progressEvery {
 		r.lastAt = wire
 		r.emit(Progress{Kind: BytesSent, Phase: phase, Round: round, WireBytes: wire})

@@ -35,7 +35,7 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 	if host == nil || len(conns) == 0 || len(conns) > maxConnections {
 		return nil, nil, fmt.Errorf("%w: Receive needs a host and 1 to %d connections", ErrConfig, maxConnections)
 	}
-	link := linkName(newConnSet(conns, cfg.Timeout))
+	link := linkName(conns)
 	// The connections are read ahead while the stream arrives; the reads
 	// stop, here too if it fails, before Receive lets them go.
 	ahead := make([]io.ReadWriter, len(conns))
@@ -44,7 +44,7 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 	}
 	defer stopReadAhead(ahead)
 	r := &receiver{cfg: cfg, host: host, conns: newConnSet(ahead, cfg.Timeout), ahead: ahead, ctx: ctx, start: time.Now()}
-	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, start: r.start, observe: r.observe}
+	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, start: r.start}
 	stop := context.AfterFunc(ctx, r.conns.closeAll)
 	defer stop()
 	r.rep.Destination, r.rep.Fidelity, r.rep.Link = host.Name(), Live, link
@@ -71,6 +71,7 @@ type receiver struct {
 	rep   Report
 	err   error
 
+	lim   checkpoint.Limits // the reader's, set by the handshake
 	ctl   *bufio.Reader
 	rd    *checkpoint.Reader
 	ap    *checkpoint.Applier
@@ -160,11 +161,12 @@ func (r *receiver) handshake() (hello, error) {
 	case h.BatchBytes <= 0 || h.BatchBytes > r.cfg.MaxBatchBytes:
 		return h, r.refuse(fmt.Errorf("%w: batches of %d bytes, limit %d", ErrConfig, h.BatchBytes, r.cfg.MaxBatchBytes))
 	}
-	r.cfg.Lock.Lock()
-	err = r.host.CheckIncoming(h.Spec)
-	if err == nil {
-		r.in, err = r.host.PrepareIncoming(h.Spec)
+	r.lim = receiveLimits(r.cfg.Limits, h.BatchBytes)
+	if r.lim.MaxBatchBytes < h.BatchBytes {
+		return h, r.refuse(fmt.Errorf("%w: batches of %d bytes, the destination's Limits.MaxBatchBytes is %d", ErrConfig, h.BatchBytes, r.lim.MaxBatchBytes))
 	}
+	r.cfg.Lock.Lock()
+	r.in, err = r.host.PrepareIncoming(h.Spec) // checks the spec as CheckIncoming does
 	r.cfg.Lock.Unlock()
 	if err != nil {
 		return h, r.refuse(wrap(ErrIncompatible, err))
@@ -181,11 +183,7 @@ func (r *receiver) refuse(cause error) error {
 // openStream starts reading the checkpoint stream and checks that it
 // declares the VM the handshake announced.
 func (r *receiver) openStream(data io.Reader, h hello) error {
-	lim := r.cfg.Limits
-	if lim == (checkpoint.Limits{}) {
-		lim = readerLimits(h.BatchBytes)
-	}
-	opts := checkpoint.ReaderOptions{Limits: lim}
+	opts := checkpoint.ReaderOptions{Limits: r.lim}
 	if r.cfg.EncryptionKey != nil {
 		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, r.cfg.EncryptionKey
 	}
@@ -223,9 +221,11 @@ func (r *receiver) apply() error {
 		}
 		switch t {
 		case checkpoint.RecordEndRound:
+			r.tally.endRound(r.wire(), time.Since(r.start))
 			r.prog.emit(Progress{Kind: RoundFinished, Phase: r.phase, Round: round, WireBytes: r.wire()})
 			round++
 		case checkpoint.RecordPageBatch:
+			r.tally.batch(r.rd.Batch(), r.wire(), time.Since(r.start))
 			r.prog.bytes(r.phase, round, r.wire())
 		case checkpoint.RecordDeviceState:
 			r.phase = PhaseDeviceState

@@ -102,23 +102,6 @@ func (t *recvTally) fill(rep *Report, end time.Duration, done bool) {
 	}
 }
 
-// observe keeps the tally as the apply loop reports its records: a page
-// batch just applied, or the end of a round.
-func (r *receiver) observe(kind ProgressKind, wire int64) {
-	if r.rd == nil || r.tally.cur == nil {
-		return
-	}
-	now := time.Since(r.start)
-	switch kind {
-	case BytesSent:
-		if b := r.rd.Batch(); b != nil {
-			r.tally.batch(b, wire, now)
-		}
-	case RoundFinished:
-		r.tally.endRound(wire, now)
-	}
-}
-
 // enter moves the destination to phase p and notes when the stun's parts
 // that it times began.
 func (r *receiver) enter(p Phase) {

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -104,18 +105,24 @@ func (s *sender) wireRatio() (num, den int64) {
 
 // expectedStun predicts the stun from the dirty bytes and the measured
 // rate: their wire size, the device states and, in Legacy mode, every used
-// framebuffer page, all at that rate. judged is the part pre-copy can
-// shrink, the dirty pages'.
+// framebuffer page, all at that rate. judged is what the switchover rule
+// compares with the target, as in the simulated mode: the whole, or, in
+// Legacy mode, where the framebuffer's passage is a floor no round
+// changes, the dirty pages and device states alone.
 func (s *sender) expectedStun(dirtyRaw, bandwidth int64) (total, judged time.Duration) {
 	num, den := s.wireRatio()
-	judged = transferTime(scaleBytes(dirtyRaw, num, den), bandwidth)
-	fixed := s.stateBytes
+	dirty := scaleBytes(dirtyRaw, num, den) + s.stateBytes
+	var floor int64
 	if s.cfg.Mode == Legacy {
 		for _, r := range s.regs[1:] {
-			fixed += scaleBytes(usedBytes(r), num, den)
+			floor += scaleBytes(usedBytes(r), num, den)
 		}
 	}
-	return judged + transferTime(fixed, bandwidth), judged
+	total = transferTime(dirty+floor, bandwidth)
+	if s.cfg.Mode == Legacy {
+		return total, transferTime(dirty, bandwidth)
+	}
+	return total, total
 }
 
 // stun stops the VM, sends what is left, and hands the VM over.
@@ -195,7 +202,7 @@ func (s *sender) finishStream(states [][]byte) error {
 	digests := make([]checkpoint.RegionDigest, len(s.regs))
 	s.rep.RegionDigests = make([]Digest, len(s.regs))
 	for i, r := range s.regs {
-		d, err := r.DigestParallel(s.cfg.Engine.Workers)
+		d, err := r.DigestParallel(s.cfg.DigestWorkers)
 		if err != nil {
 			return wrap(ErrSource, err)
 		}
@@ -214,14 +221,14 @@ func (s *sender) initReport() {
 	for _, p := range s.vm.Profiles() {
 		r.Profiles = append(r.Profiles, p.Name)
 	}
-	r.Link = linkName(s.conns)
+	r.Link = s.link
 	r.Final.Framebuffers = make([]Traffic, len(s.regs)-1)
 }
 
 // linkName names the connections for the report.
-func linkName(cs connSet) string {
+func linkName(cs []io.ReadWriter) string {
 	name := fmt.Sprintf("%d connection(s)", len(cs))
-	if nc, ok := cs[0].rw.(net.Conn); ok && nc.RemoteAddr() != nil {
+	if nc, ok := cs[0].(net.Conn); ok && nc.RemoteAddr() != nil {
 		name = fmt.Sprintf("%s %s x%d", nc.RemoteAddr().Network(), nc.RemoteAddr(), len(cs))
 	}
 	return name

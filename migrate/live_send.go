@@ -47,7 +47,7 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg LiveConfi
 		return nil, err
 	}
 	defer eng.Close()
-	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), eng: eng, round: -1, ctx: ctx}
+	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), link: linkName(conns), eng: eng, round: -1, ctx: ctx}
 	return s.run()
 }
 
@@ -56,6 +56,7 @@ type sender struct {
 	cfg   LiveConfig
 	vm    *vgpu.VM
 	conns connSet
+	link  string // the connections' name, for the report
 	eng   *Engine
 	ctx   context.Context
 	prog  reporter

@@ -42,18 +42,8 @@ type transport interface {
 	close()
 }
 
-// streamMetadata declares the VM's regions: guest RAM as region 0, then
-// each framebuffer.
-func streamMetadata(m *Migration) checkpoint.Metadata {
-	meta := checkpoint.Metadata{VMID: m.vm.ID(), GPUModel: m.vm.GPUModel()}
-	for _, p := range m.vm.Profiles() {
-		meta.Profiles = append(meta.Profiles, p.Name)
-	}
-	for i, r := range m.srcRegs {
-		meta.Regions = append(meta.Regions, checkpoint.RegionInfoOf(uint32(i), r))
-	}
-	return meta
-}
+// streamMetadata declares the migration's regions (metadataOf).
+func streamMetadata(m *Migration) checkpoint.Metadata { return metadataOf(m.vm, m.srcRegs) }
 
 func writerOptions(m *Migration) checkpoint.WriterOptions {
 	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes}
