@@ -76,6 +76,9 @@ var freePages [maxPageShift + 1]sync.Pool // of *[]byte
 // maxPageShift is log2(MaxPageSize).
 const maxPageShift = 21
 
+// The pool's table must have a slot for every page size.
+var _ [0]struct{} = [MaxPageSize >> maxPageShift >> 1]struct{}{}
+
 func newSparse(pages, pageSize int) *sparseBacking {
 	n := (pages + 1<<sparseChunkShift - 1) >> sparseChunkShift
 	s := &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize}

@@ -25,7 +25,7 @@ func (r *Region) Digest() (uint64, error) { return r.DigestParallel(1) }
 // DigestParallel returns Digest, the pages hashed on up to workers
 // goroutines (1 or less: the caller's only). The value does not depend on
 // workers. A migration's stun waits for both ends' digests, so the live
-// mode hashes with as many workers as its copy engine has.
+// mode hashes with GOMAXPROCS workers unless told otherwise.
 func (r *Region) DigestParallel(workers int) (uint64, error) {
 	h := xxhash.New()
 	var hdr [16]byte

@@ -77,18 +77,17 @@ func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
 // in-memory wire and applies them at the destination with an Applier, so
 // the destination holds exactly the bytes the stream carried.
 type byteTransport struct {
-	m       *Migration
-	w       *checkpoint.Writer
-	eng     *Engine
-	wire    bytes.Buffer
-	rd      *checkpoint.Reader
-	ap      *checkpoint.Applier
-	sent    int64 // writer offset at the last markSent
-	scratch *memory.PageSet
+	m    *Migration
+	w    *checkpoint.Writer
+	eng  *Engine
+	wire bytes.Buffer
+	rd   *checkpoint.Reader
+	ap   *checkpoint.Applier
+	sent int64 // writer offset at the last markSent
 }
 
 func newByteTransport(m *Migration) (*byteTransport, error) {
-	t := &byteTransport{m: m, scratch: memory.NewPageSet(0)}
+	t := &byteTransport{m: m}
 	var err error
 	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), writerOptions(m)); err != nil {
 		return nil, wrap(ErrConfig, err)
@@ -127,13 +126,7 @@ func readerLimits(batchBytes int) checkpoint.Limits {
 
 func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	r := t.m.srcRegs[i]
-	if set == nil {
-		var err error
-		if set, err = usedPages(r, t.scratch); err != nil {
-			return Traffic{}, wrap(ErrSource, err)
-		}
-	}
-	before := t.w.Offset()
+	before := t.w.Offset() // a nil set is every page in use: Copy finds them
 	tr, err := t.eng.Copy(context.Background(), t.w, r, uint32(i), set)
 	if err != nil {
 		return tr, err
