@@ -148,3 +148,29 @@ func BenchmarkDigest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMapUnmap maps and unmaps a 1 GiB window of 4 KiB pages, of which
+// a few were written: both scrub every page, which is what a vGPU's
+// creation and destruction, and a migration's destination, pay.
+func BenchmarkMapUnmap(b *testing.B) {
+	for _, k := range []Kind{Sparse, Synthetic} {
+		b.Run("backing="+k.String(), func(b *testing.B) {
+			const pages = 1 << 18
+			r := mustNew(b, Config{SizeBytes: pages * 4096, Kind: k})
+			b.SetBytes(pages * 4096)
+			b.ReportAllocs()
+			for i := range b.N {
+				w, err := r.Map(0, pages, uint64(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.WriteAt([]byte{1}, int64(i%pages)*4096); err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Unmap(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

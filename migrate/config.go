@@ -156,6 +156,10 @@ type Config struct {
 	// MetricsWindow is how long before the start and after the end the
 	// report's workload metrics cover; zero means one second.
 	MetricsWindow time.Duration
+	// Timeout is how long, in simulated time, the source waits on a link
+	// that stopped carrying bytes (FaultLinkStall) before it gives the
+	// migration up; zero means DefaultLiveTimeout, the live mode's.
+	Timeout time.Duration
 }
 
 // level is the checkpoint compression level the configuration asks for.
@@ -200,6 +204,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MetricsWindow == 0 {
 		c.MetricsWindow = time.Second
 	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultLiveTimeout
+	}
 	switch {
 	case c.Mode != PreCopy && c.Mode != Legacy:
 		return c, fmt.Errorf("%w: unknown mode %v", ErrConfig, c.Mode)
@@ -207,8 +214,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: unknown fidelity %v", ErrConfig, c.Fidelity)
 	case c.OnNonConvergence < Throttle || c.OnNonConvergence > Abort:
 		return c, fmt.Errorf("%w: unknown policy %v", ErrConfig, c.OnNonConvergence)
-	case c.StunTarget < 0 || c.StunLimit < 0:
-		return c, fmt.Errorf("%w: negative stun target or limit", ErrConfig)
+	case c.StunTarget < 0 || c.StunLimit < 0 || c.Timeout < 0:
+		return c, fmt.Errorf("%w: negative stun target, limit or timeout", ErrConfig)
 	case c.MaxRounds < 1 || c.MaxRounds > 1000:
 		return c, fmt.Errorf("%w: max rounds %d outside [1, 1000]", ErrConfig, c.MaxRounds)
 	case !(c.Throttle.Start > 0 && c.Throttle.Step >= 0 && c.Throttle.Max >= c.Throttle.Start && c.Throttle.Max < 1):

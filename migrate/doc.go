@@ -48,6 +48,20 @@
 // off, and the destination holding nothing: its windows scrubbed, its
 // memory released. The error is a *PhaseError naming the phase.
 //
+// The VM's owner may keep driving it meanwhile. The destination resumes the
+// VM as the stun finds it, so one its owner paused during pre-copy arrives
+// paused. A VM its owner resumes during the stun, or whose memory changes
+// after its final pages left, would differ from the copy that arrives, so
+// the migration fails with ErrSource and the VM stays at the source.
+//
+// A simulator can make migrations fail as real ones do:
+// Migration.Inject drops or stalls a migration's link, or has its
+// destination refuse or die (a Fault), and Sim.FailLink drops or stalls
+// every migration on a link. A stalled link fails the migration with
+// ErrConnection after Config.Timeout of simulated time, the VM running on
+// (or staying stunned) meanwhile, as at a real source waiting on a hung
+// peer.
+//
 // # Modes and the switchover
 //
 // PreCopy sends every framebuffer with guest RAM, round after round, each

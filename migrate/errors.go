@@ -37,12 +37,15 @@ var (
 	// ErrSource reports a source VM or host that failed during the
 	// migration (a workload error, a VM destroyed under the migration).
 	ErrSource = errors.New("migrate: source failed")
-	// ErrConnection reports a live migration's connection that closed,
-	// failed or stalled past the timeout.
+	// ErrConnection reports a migration's connection that closed, failed
+	// or stalled past the timeout: a live one's, or a simulated one's
+	// FaultLinkDown or FaultLinkStall.
 	ErrConnection = errors.New("migrate: connection failed")
-	// ErrRefused reports a live migration the destination turned down in
-	// the handshake; the reason it gave follows, and, where it names one,
-	// ErrIncompatible, ErrBusy or ErrConfig is wrapped beside it.
+	// ErrRefused reports a migration the destination turned down: a live
+	// one in the handshake, where the reason it gave follows and, where it
+	// names one, ErrIncompatible, ErrBusy or ErrConfig is wrapped beside
+	// it; a simulated one at any point before it acknowledged the resume,
+	// by FaultRefused.
 	ErrRefused = errors.New("migrate: destination refused")
 	// ErrInDoubt reports a live migration whose source told the
 	// destination to resume and then lost the connection before the

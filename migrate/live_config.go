@@ -88,8 +88,11 @@ func (c LiveConfig) withDefaults() (LiveConfig, error) {
 // ReceiveConfig describes the destination's side of a live migration
 // (Receive).
 type ReceiveConfig struct {
-	// EncryptionKey, if set, is required: a stream not encrypted with it
-	// is refused. Without one, an encrypted stream is refused.
+	// EncryptionKey, if set, is required: a source that declares no
+	// encryption is refused at the handshake (ErrConfig here, ErrRefused
+	// at the source), and a stream sealed with another key fails its
+	// first record's authentication (ErrStream). Without a key, a source
+	// that declares encryption is refused.
 	EncryptionKey []byte
 	// Limits bound what the stream may make the destination hold. Each
 	// field left zero takes checkpoint's default, widened to the batch

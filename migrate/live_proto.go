@@ -103,6 +103,24 @@ type commit struct {
 	Throttle float64 `json:"throttle"`
 }
 
+// UnmarshalJSON requires both fields: a commit that lost one, to a
+// corrupted key say, would otherwise leave the VM paused (or unthrottled)
+// at the destination while the source believes it resumed.
+func (c *commit) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Resume   *bool    `json:"resume"`
+		Throttle *float64 `json:"throttle"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Resume == nil || w.Throttle == nil {
+		return errors.New("commit without resume or throttle")
+	}
+	c.Resume, c.Throttle = *w.Resume, *w.Throttle
+	return nil
+}
+
 func writePreamble(w io.Writer) error {
 	var b [preambleBytes]byte
 	copy(b[:], liveMagic)
@@ -147,8 +165,10 @@ func writeMsg(w io.Writer, t msgType, v any) error {
 // errUnexpectedMsg reports a control message out of turn.
 var errUnexpectedMsg = errors.New("unexpected control message")
 
-// readMsg reads one control message, which must be of type want (or a
-// refusal, when refusable), and decodes its body into v.
+// readMsg reads one control message, which must be of type want (or, when
+// the destination sends want, a refusal), and decodes its body into v. Only
+// a destination refuses: a refusal where the source's hello or commit
+// belongs is a message out of turn.
 func readMsg(r io.Reader, want msgType, v any) error {
 	var h [5]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -162,7 +182,7 @@ func readMsg(r io.Reader, want msgType, v any) error {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return err
 	}
-	if t == msgRefuse && want != msgRefuse {
+	if t == msgRefuse && (want == msgAccept || want == msgReady || want == msgResumed) {
 		var rf refusal
 		if err := json.Unmarshal(body, &rf); err != nil {
 			return fmt.Errorf("%w: unreadable refusal: %v", ErrRefused, err)

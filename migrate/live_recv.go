@@ -199,6 +199,11 @@ func (r *receiver) openStream(data io.Reader, h hello) error {
 	}
 	refs := make([]checkpoint.RegionRef, len(regs))
 	for i, reg := range regs {
+		// The handshake sized and seeded the regions; a stream that
+		// declares them otherwise is not the VM the hello announced.
+		if got, want := meta.Regions[i], checkpoint.RegionInfoOf(uint32(i), reg); got != want {
+			return fmt.Errorf("%w: the stream declares region %d as %+v, the handshake as %+v", ErrStream, i, got, want)
+		}
 		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
 	}
 	if r.ap, err = checkpoint.NewApplier(r.rd, refs); err != nil {

@@ -132,7 +132,10 @@ func (s *sender) stun() error {
 	s.enter(PhaseQuiesce)
 	s.cfg.Lock.Lock()
 	var err error
-	if s.vm.State() == vgpu.VMRunning {
+	// The destination resumes the VM as the stun finds it: paused, if its
+	// owner paused it during pre-copy.
+	s.wasRunning = s.vm.State() == vgpu.VMRunning
+	if s.wasRunning {
 		if err = s.vm.Pause(); err == nil {
 			s.pausedByUs = true
 		}
@@ -160,11 +163,12 @@ func (s *sender) stun() error {
 	s.rep.Final.RAM.add(t)
 	s.enter(PhaseFinalFramebuffer)
 	for i := 1; i < len(s.regs); i++ {
+		// Legacy sends every used page, during the stun; the log is
+		// cleared all the same, so that a write after this is seen.
 		set := s.sets[i]
-		if s.cfg.Mode == PreCopy {
-			s.regs[i].CollectDirty(set)
-		} else {
-			set = nil // Legacy: every used page, during the stun
+		s.regs[i].CollectDirty(set)
+		if s.cfg.Mode == Legacy {
+			set = nil
 		}
 		t, err := s.copyRegion(i, set)
 		if err != nil {
@@ -183,6 +187,17 @@ func (s *sender) stun() error {
 		return err
 	}
 	s.enter(PhaseResume)
+	s.cfg.Lock.Lock()
+	st, written := s.vm.State(), writtenInStun(s.regs)
+	s.cfg.Lock.Unlock()
+	switch {
+	case st != vgpu.VMPaused:
+		// Its owner resumed (or ended) it during the stun: what it wrote
+		// since never reached the destination.
+		return fmt.Errorf("%w: source VM was %v during the stun", ErrSource, st)
+	case written != nil:
+		return written
+	}
 	if err := writeMsg(s.conns[0], msgCommit, commit{Resume: s.wasRunning, Throttle: s.priorThrottle}); err != nil {
 		return err
 	}

@@ -244,9 +244,12 @@ func (s *sender) fail(cause error) (*Report, error) {
 	s.stopLogging()
 	if s.committed {
 		cause = wrap(ErrInDoubt, cause)
-	} else if st := s.vm.State(); st == vgpu.VMRunning || st == vgpu.VMPaused {
+	}
+	if st := s.vm.State(); st == vgpu.VMRunning || st == vgpu.VMPaused {
+		// In doubt the copy stays paused, but is as it was in every other
+		// way: the migration's throttle goes with the migration.
 		_ = s.vm.SetThrottle(s.priorThrottle)
-		if s.pausedByUs && st == vgpu.VMPaused {
+		if !s.committed && s.pausedByUs && st == vgpu.VMPaused {
 			_ = s.vm.Resume()
 		}
 	}

@@ -27,6 +27,7 @@ type Migration struct {
 	ls           *linkState
 	flow         *flow
 	transferring bool
+	linkStalled  bool // FaultLinkStall: the timer is the timeout
 	timerAt      time.Duration
 	timerSet     bool
 
@@ -37,7 +38,7 @@ type Migration struct {
 	states     [][]byte
 	stateBytes int64 // the device states' size: estimated, then as saved
 
-	wasRunning    bool // the VM ran when the migration started
+	wasRunning    bool // the VM ran: when the migration started, then when the stun began
 	pausedByUs    bool
 	priorThrottle float64
 	throttle      float64 // the migration's own cut, 0 when none
@@ -273,6 +274,10 @@ func (m *Migration) transfer(capBps int64) {
 // wake handles the end of the current phase's work: a timer or a transfer
 // that arrived.
 func (m *Migration) wake() {
+	if m.linkStalled {
+		m.fail(fmt.Errorf("%w: the link to %s carried nothing for %v", ErrConnection, m.dst.Name(), m.cfg.Timeout))
+		return
+	}
 	if err := m.checkVMs(); err != nil {
 		m.fail(err)
 		return
@@ -317,15 +322,42 @@ func (m *Migration) checkVMs() error {
 	switch {
 	case st == vgpu.VMDestroyed || st == vgpu.VMStopped:
 		return fmt.Errorf("%w: source VM was %v during the migration", ErrSource, st)
+	case st == vgpu.VMRunning && m.phase >= PhaseQuiesce:
+		// Its owner resumed it during the stun: what it writes now would
+		// never reach the destination.
+		return fmt.Errorf("%w: source VM was resumed during the stun", ErrSource)
 	case m.in.State() == vgpu.VMDestroyed:
 		return fmt.Errorf("%w: incoming VM was destroyed", ErrDestination)
+	}
+	// Written, and paused again, since its final pages left: a resume
+	// between two events, or a write by its owner.
+	sent := 0
+	switch {
+	case m.phase >= PhaseFinalFramebuffer:
+		sent = len(m.srcRegs)
+	case m.phase >= PhaseFinalRAM:
+		sent = 1
+	}
+	return writtenInStun(m.srcRegs[:sent])
+}
+
+// writtenInStun returns ErrSource if any of regs, whose final pages the stun
+// has sent, logged a write since.
+func writtenInStun(regs []*memory.Region) error {
+	for i, r := range regs {
+		if n := r.DirtyCount(); n > 0 {
+			return fmt.Errorf("%w: %d pages of the source VM's region %d written during the stun, after its final pages left", ErrSource, n, i)
+		}
 	}
 	return nil
 }
 
 func (m *Migration) quiesce() error {
 	m.enter(PhaseQuiesce, "stopping vCPUs and GPU work")
-	if m.vm.State() == vgpu.VMRunning {
+	// The destination resumes the VM as the stun finds it: paused, if its
+	// owner paused it during pre-copy.
+	m.wasRunning = m.vm.State() == vgpu.VMRunning
+	if m.wasRunning {
 		if err := m.vm.Pause(); err != nil {
 			return wrap(ErrSource, err)
 		}
@@ -378,10 +410,12 @@ func (m *Migration) finalFramebuffer() error {
 	m.enter(PhaseFinalFramebuffer, "")
 	var sum Traffic
 	for i := 1; i < len(m.srcRegs); i++ {
-		var set *memory.PageSet // Legacy: every used page
-		if m.cfg.Mode == PreCopy {
-			m.srcRegs[i].CollectDirty(m.sets[i])
-			set = m.sets[i]
+		// Legacy sends every used page; the log is cleared all the same,
+		// so that a write after this is seen.
+		m.srcRegs[i].CollectDirty(m.sets[i])
+		set := m.sets[i]
+		if m.cfg.Mode == Legacy {
+			set = nil
 		}
 		t, err := m.xfer.send(i, set)
 		if err != nil {

@@ -44,9 +44,9 @@
 // channels, contexts with their page-table roots, its scheduler tenant's
 // state, its generation ID, GPU model and profile — is saved as versioned,
 // checksummed bytes (the layout is drawn at DeviceState) by SaveState and
-// installed by RestoreState, which checks version, model and profile before
-// changing anything and gives the device a new generation ID. DecodeState
-// treats its input as hostile. Destroying a vGPU unmaps its window, which
+// installed by RestoreState, which checks version, model, profile and PCI
+// identity before changing anything and gives the device a new generation
+// ID. DecodeState treats its input as hostile. Destroying a vGPU unmaps its window, which
 // scrubs it before another vGPU can map it.
 //
 // # Time

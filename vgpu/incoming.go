@@ -119,10 +119,10 @@ func (vm *VM) SaveDeviceStates() ([][]byte, error) {
 
 // Restore installs saved device states, one per vGPU in order, and leaves
 // the VM paused; Resume then runs it. Every state is decoded and checked
-// (version, GPU model, profile, offsets) before any device changes, and a
-// scheduler state that fails to restore undoes the ones restored before it,
-// so on error the VM is as it was. Each restored vGPU gets a new generation
-// ID.
+// (version, GPU model, profile, the PCI identity they imply, offsets)
+// before any device changes, and a scheduler state that fails to restore
+// undoes the ones restored before it, so on error the VM is as it was. Each
+// restored vGPU gets a new generation ID.
 func (vm *VM) Restore(states [][]byte) error {
 	if vm.state != VMIncoming && vm.state != VMPaused && vm.state != VMStopped {
 		return vm.refuse("restore")

@@ -349,8 +349,9 @@ func (v *VGPU) SaveState(dst []byte) ([]byte, error) {
 }
 
 // RestoreState replaces the vGPU's device state with a saved one. The
-// state is decoded and checked completely — version, then GPU model and
-// profile against this device, then the device's lifecycle (created,
+// state is decoded and checked completely — version, then GPU model
+// (exactly, as the device names it) and profile against this device, the
+// PCI identity they imply, then the device's lifecycle (created,
 // paused or stopped), then every offset against its window — before
 // anything changes; on error the device is untouched. The restored device
 // is paused, with a new generation ID.
@@ -373,11 +374,16 @@ func (v *VGPU) checkRestore(b []byte) (DeviceState, error) {
 	if err != nil {
 		return s, err
 	}
-	if !equalModel(s.GPUModel, v.gpu.spec.Model) {
+	// The model as the device names it, exactly: a restored device saves
+	// its own name, and a state must read back as it was saved.
+	if s.GPUModel != v.gpu.spec.Model {
 		return s, &IncompatibleStateError{Field: "GPU model", Saved: s.GPUModel, Device: v.gpu.spec.Model}
 	}
 	if s.Profile != v.profile.Name {
 		return s, &IncompatibleStateError{Field: "profile", Saved: s.Profile, Device: v.profile.Name}
+	}
+	if err := v.checkIdentity(s); err != nil {
+		return s, err
 	}
 	if v.state != DeviceCreated && v.state != DevicePaused && v.state != DeviceStopped {
 		return s, v.refuse("restore")
@@ -394,6 +400,33 @@ func (v *VGPU) checkRestore(b []byte) (DeviceState, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkIdentity checks that the identity s gives the guest — PCI IDs and
+// the registers that repeat them and the framebuffer size — is the one its
+// GPU model and profile give every such device: a state that names one
+// profile and shows the guest another is corrupt. (The BARs are the
+// guest's to program, and move with it.)
+func (v *VGPU) checkIdentity(s DeviceState) error {
+	le := binary.LittleEndian
+	spec, p := v.gpu.spec, v.profile
+	for _, f := range []struct {
+		name          string
+		saved, device uint32
+	}{
+		{"PCI vendor ID", uint32(le.Uint16(s.PCIConfig[0x00:])), uint32(spec.PCIVendorID)},
+		{"PCI device ID", uint32(le.Uint16(s.PCIConfig[0x02:])), uint32(spec.PCIDeviceID)},
+		{"PCI subsystem vendor ID", uint32(le.Uint16(s.PCIConfig[0x2c:])), uint32(spec.PCIVendorID)},
+		{"PCI subsystem ID", uint32(le.Uint16(s.PCIConfig[0x2e:])), uint32(p.PCISubsystemID)},
+		{"boot register", s.Registers[RegBoot0], uint32(spec.PCIDeviceID)<<16 | uint32(spec.PCIVendorID)},
+		{"framebuffer register", s.Registers[RegFramebufferMiB], uint32(p.FramebufferBytes / MiB)},
+		{"subsystem register", s.Registers[RegSubsystem], uint32(p.PCISubsystemID)},
+	} {
+		if f.saved != f.device {
+			return &CorruptStateError{Reason: fmt.Sprintf("%s %#x in a %s state, where every %s device has %#x", f.name, f.saved, p.Name, p.Name, f.device)}
+		}
+	}
+	return nil
 }
 
 // restoreSched restores the scheduler part; sched checks the bytes fully

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,12 @@ func TestStateCorruption(t *testing.T) {
 		{"oversize", make([]byte, MaxStateBytes+1), ErrCorruptState, MaxStateBytes},
 		{"other model", reencode(func(c *DeviceState) { c.GPUModel = "T4" }), ErrIncompatibleState, -1},
 		{"other profile", reencode(func(c *DeviceState) { c.Profile = "P40-3A" }), ErrIncompatibleState, -1},
+		{"model in other case", reencode(func(c *DeviceState) { c.GPUModel = strings.ToLower(c.GPUModel) }), ErrIncompatibleState, -1},
+		{"PCI device ID", reencode(func(c *DeviceState) { c.PCIConfig[0x02]++ }), ErrCorruptState, -1},
+		{"PCI subsystem ID", reencode(func(c *DeviceState) { c.PCIConfig[0x2e]++ }), ErrCorruptState, -1},
+		{"framebuffer register", reencode(func(c *DeviceState) { c.Registers[RegFramebufferMiB] *= 2 }), ErrCorruptState, -1},
+		{"subsystem register", reencode(func(c *DeviceState) { c.Registers[RegSubsystem]++ }), ErrCorruptState, -1},
+		{"boot register", reencode(func(c *DeviceState) { c.Registers[RegBoot0]++ }), ErrCorruptState, -1},
 		{"GPFIFO outside", reencode(func(c *DeviceState) { c.Channels[0].GPFIFOOffset = 3 << 30 }), ErrCorruptState, -1},
 		{"page tables outside", reencode(func(c *DeviceState) { c.Contexts[0].PageTableRoot = 1 << 40 }), ErrCorruptState, -1},
 		{"scheduler bytes", reencode(func(c *DeviceState) { c.Sched[10] ^= 0xff }), ErrCorruptState, -1},

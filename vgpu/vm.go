@@ -13,8 +13,10 @@ import (
 type VMState uint8
 
 // The run states of a VM. Exactly one host owns a running VM: a migration's
-// destination holds it as incoming, not running, until it commits, and the
-// source is paused from the stun until it is destroyed or resumes.
+// destination holds it as incoming, then paused once its devices are
+// restored, and runs it only when the source has let it go; the source is
+// paused from the stun until it is destroyed or resumes. During the stun
+// both copies may read paused, never both running.
 //
 //	created  --Start--> running
 //	running  --Pause--> paused --Resume--> running

@@ -1,0 +1,119 @@
+package migrate
+
+import "fmt"
+
+// Fault is a failure injected into a simulated migration, so that a
+// simulator built on this one can play out what happens when a migration
+// fails: a link that drops or hangs, a destination that says no or dies.
+// The live mode meets the same failures on real connections.
+type Fault uint8
+
+const (
+	// FaultLinkDown drops the migration's connection: the source learns
+	// at once and the migration fails with ErrConnection.
+	FaultLinkDown Fault = iota + 1
+	// FaultLinkStall stops the connection carrying bytes without closing
+	// it: the migration fails with ErrConnection once Config.Timeout of
+	// simulated time has passed. The VM runs on meanwhile (or stays
+	// stunned, if the stall caught it stunned), as at a real source
+	// waiting on a hung peer.
+	FaultLinkStall
+	// FaultRefused has the destination turn the migration down: it fails
+	// with ErrRefused.
+	FaultRefused
+	// FaultDestinationGone ends the destination's process: what it held of
+	// the VM is freed and the migration fails with ErrDestination.
+	FaultDestinationGone
+
+	numFaults = iota
+)
+
+var faultNames = [...]string{FaultLinkDown: "link-down", FaultLinkStall: "link-stall",
+	FaultRefused: "refused", FaultDestinationGone: "destination-gone"}
+
+func (f Fault) String() string {
+	if f > 0 && int(f) <= numFaults {
+		return faultNames[f]
+	}
+	return fmt.Sprintf("Fault(%d)", uint8(f))
+}
+
+// MarshalText writes the fault's name.
+func (f Fault) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// Faults returns every fault kind, in order.
+func Faults() []Fault {
+	out := make([]Fault, 0, numFaults)
+	for f := FaultLinkDown; f <= FaultDestinationGone; f++ {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Inject makes f happen to the migration now. Before the destination
+// acknowledged the resume, the migration fails as Cancel fails it — the VM
+// stays on the source, running if it ran and paused if it was paused, its
+// memory and device state as they were; the destination holds nothing —
+// with a *PhaseError naming the phase it was in and wrapping the fault's
+// sentinel; a stall fails it only when the timeout has passed, and a
+// second stall does not restart the wait. From the acknowledgement on it
+// returns ErrTooLate and the migration completes; on a migration that
+// ended already it does nothing.
+func (m *Migration) Inject(f Fault) error {
+	if f < FaultLinkDown || f > FaultDestinationGone {
+		return fmt.Errorf("%w: unknown fault %v", ErrConfig, f)
+	}
+	switch m.phase {
+	case PhaseFailed, PhaseDone:
+		return nil
+	case PhaseRelease:
+		return fmt.Errorf("%w: VM %q already resumed at %s", ErrTooLate, m.vm.ID(), m.dst.Name())
+	}
+	switch f {
+	case FaultLinkDown:
+		m.fail(fmt.Errorf("%w: the link to %s dropped", ErrConnection, m.dst.Name()))
+	case FaultLinkStall:
+		m.stall()
+	case FaultRefused:
+		m.fail(fmt.Errorf("%w: %s turned the migration down", ErrRefused, m.dst.Name()))
+	case FaultDestinationGone:
+		m.fail(fmt.Errorf("%w: the process on %s ended", ErrDestination, m.dst.Name()))
+	}
+	return nil
+}
+
+// stall stops the migration's flow where it is: nothing more arrives, and
+// the timer that would have moved the migration on becomes the timeout.
+func (m *Migration) stall() {
+	if m.linkStalled {
+		return
+	}
+	m.linkStalled = true
+	m.transferring = false
+	m.ls.share.start(m.flow, 0, 0)
+	m.setTimer(m.sim.now + m.cfg.Timeout)
+	m.event(-1, fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout))
+}
+
+// FailLink injects f, FaultLinkDown or FaultLinkStall, into every active
+// migration over the link named name, in their start order, and returns
+// how many it hit; a link no migration uses hits none.
+func (s *Sim) FailLink(name string, f Fault) (int, error) {
+	if f != FaultLinkDown && f != FaultLinkStall {
+		return 0, fmt.Errorf("%w: %v is not a link fault", ErrConfig, f)
+	}
+	n := 0
+	for _, m := range s.Active() {
+		if m.cfg.Link.Name != name || m.Done() {
+			continue
+		}
+		if err := m.Inject(f); err != nil {
+			// Past the acknowledgement the VM has moved; the link's loss
+			// only delays the source's release, which the Sim models as
+			// instant.
+			continue
+		}
+		n++
+	}
+	return n, nil
+}

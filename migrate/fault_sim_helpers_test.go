@@ -1,0 +1,188 @@
+package migrate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// faultPoint is a moment of a migration: a stretch of it, named by its
+// phase and pre-copy round, and how far through that stretch, in simulated
+// time. The link's rate is steady while one migration uses it, so a
+// fraction of a round's time is the same fraction of its bytes.
+type faultPoint struct {
+	name  string
+	phase Phase
+	round int // the pre-copy round, -1 outside pre-copy
+	frac  float64
+}
+
+// faultPoints are the points of failure the reliability suite covers.
+var faultPoints = []faultPoint{
+	{"before-first-byte", PhaseSetup, -1, 0},
+	{"round-0-at-37%", PhasePreCopy, 0, 0.37},
+	{"later-round", PhasePreCopy, 1, 0.5},
+	{"final-round", PhaseFinalFramebuffer, -1, 0.5},
+	{"device-state-record", PhaseDeviceState, -1, 0.5},
+	{"restored-not-acknowledged", PhaseResume, -1, 0.5},
+}
+
+// faultWorld is a source running the counter oracle, a destination and a
+// third host, all in one Sim; the same arguments build the same world.
+type faultWorld struct {
+	src, dst, third *vgpu.Host
+	sim             *Sim
+	vm              *vgpu.VM
+	w               *counterWorkload
+}
+
+func newFaultWorld(t testing.TB, paused bool) *faultWorld {
+	t.Helper()
+	src, dst := smallPageHosts(t)
+	third, err := vgpu.NewHost(vgpu.HostConfig{Name: "third", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 3,
+		RAMBytes: 4 * GiB, Start: 2 * time.Hour})
+	must(t, err)
+	// 400 pages a second over 200 pages on a 100 Mb/s link: several
+	// pre-copy rounds, every page rewritten during the migration.
+	w := &counterWorkload{pagesPerSec: 400, pages: 200}
+	vm, err := src.CreateVM(vgpu.VMSpec{ID: "oracle", RAMBytes: 16 * MiB, RAMFootprintBytes: 2 * MiB, Profiles: []string{"P40-1Q"}, Workload: w})
+	must(t, err)
+	must(t, vm.Start())
+	must(t, src.Advance(time.Second))
+	if paused {
+		must(t, vm.Pause())
+	}
+	s, err := NewSim(SimConfig{}, src, dst, third)
+	must(t, err)
+	return &faultWorld{src: src, dst: dst, third: third, sim: s, vm: vm, w: w}
+}
+
+// faultConfig is the migration every cell runs. Its stun target is between
+// the expected stun after round 0 (about 326 ms) and the fixed costs
+// (about 300 ms), so that a running VM takes a second round and then
+// converges; a short stall timeout keeps the stall cells quick.
+func faultConfig(fid Fidelity) Config {
+	return Config{Fidelity: fid, Link: slowLink, StunTarget: 310 * time.Millisecond, Timeout: 2 * time.Second}
+}
+
+// cleanRun is the events of a migration run to its end without a fault.
+// The Sim is deterministic, so a faulted run of the same world is the same
+// run up to its fault.
+type cleanRun struct {
+	paused bool
+	fid    Fidelity
+}
+
+var cleanRuns = map[cleanRun][]Event{}
+
+func cleanEvents(t *testing.T, paused bool, fid Fidelity) []Event {
+	t.Helper()
+	key := cleanRun{paused, fid}
+	if evs, ok := cleanRuns[key]; ok {
+		return evs
+	}
+	fw := newFaultWorld(t, paused)
+	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(fid))
+	must(t, err)
+	if _, err := m.Run(); err != nil {
+		t.Fatalf("clean run: %v", err)
+	}
+	cleanRuns[key] = m.Events()
+	return cleanRuns[key]
+}
+
+// faultTimes returns the moments of the clean run's events and the moment
+// of the fault point, on the Sim's clock.
+func faultTimes(t *testing.T, p faultPoint, paused bool, fid Fidelity) (events []time.Duration, at time.Duration) {
+	t.Helper()
+	evs := cleanEvents(t, paused, fid)
+	first, end := -1, -1
+	for i, e := range evs {
+		in := e.Phase == p.phase && e.Round == p.round
+		if in && first < 0 {
+			first = i
+		}
+		if !in && first >= 0 && end < 0 {
+			end = i
+		}
+		events = append(events, e.At)
+	}
+	if first < 0 || end < 0 {
+		t.Fatalf("the clean run never passed %s (%v round %d)", p.name, p.phase, p.round)
+	}
+	span := evs[end].At - evs[first].At
+	return events, evs[first].At + time.Duration(p.frac*float64(span))
+}
+
+// advanceChecking moves the Sim to each of the given moments up to at, and
+// then to at, checking after every step that the VM has one owner.
+func advanceChecking(t *testing.T, fw *faultWorld, events []time.Duration, at time.Duration) {
+	t.Helper()
+	for _, e := range append(events, at) {
+		if e > at || e < fw.sim.Now() {
+			continue
+		}
+		if _, err := fw.sim.Advance(e - fw.sim.Now()); err != nil {
+			t.Fatal(err)
+		}
+		checkOneOwner(t, fw.vm.ID(), fw.sim.Hosts()...)
+	}
+}
+
+// stepChecking steps m to its end, checking after every event that the VM
+// has one owner.
+func stepChecking(t *testing.T, m *Migration, hosts ...*vgpu.Host) {
+	t.Helper()
+	for {
+		_, ok, err := m.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOneOwner(t, m.VM().ID(), hosts...)
+		if !ok {
+			return
+		}
+	}
+}
+
+// checkOneOwner is the invariant that a VM is never lost and never runs
+// twice: across hosts at most one copy runs and at least one copy lives
+// (created, running, paused or stopped; an incoming copy is not yet one).
+func checkOneOwner(t testing.TB, id string, hosts ...*vgpu.Host) {
+	t.Helper()
+	running, live := 0, 0
+	for _, h := range hosts {
+		vm, ok := h.VM(id)
+		if !ok {
+			continue
+		}
+		switch vm.State() {
+		case vgpu.VMRunning:
+			running++
+			live++
+		case vgpu.VMCreated, vgpu.VMPaused, vgpu.VMStopped:
+			live++
+		}
+	}
+	if running > 1 || live == 0 {
+		t.Fatalf("VM %q: %d running copies, %d live copies", id, running, live)
+	}
+}
+
+// checkSettled is the invariant once no migration of the VM is under way:
+// exactly one host holds it.
+func checkSettled(t testing.TB, id string, hosts ...*vgpu.Host) *vgpu.Host {
+	t.Helper()
+	var at []*vgpu.Host
+	for _, h := range hosts {
+		if _, ok := h.VM(id); ok {
+			at = append(at, h)
+		}
+	}
+	if len(at) != 1 {
+		t.Fatalf("VM %q is held by %d hosts", id, len(at))
+	}
+	return at[0]
+}

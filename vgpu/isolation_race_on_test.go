@@ -1,0 +1,7 @@
+//go:build race
+
+package vgpu
+
+// isolationRace is whether the race detector is on; the isolation tests
+// shrink their costliest cases under it.
+const isolationRace = true
