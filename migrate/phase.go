@@ -17,13 +17,13 @@ const (
 	PhaseSwitchover
 	// PhaseQuiesce stops the VM's vCPUs and GPU work at the source.
 	PhaseQuiesce
-	// PhaseDeviceSave saves each vGPU's state over PCIe (and, in Legacy mode,
-	// its framebuffer through the device checkpoint path).
+	// PhaseDeviceSave saves each vGPU's state over PCIe.
 	PhaseDeviceSave
 	// PhaseFinalRAM sends the guest RAM pages still dirty.
 	PhaseFinalRAM
-	// PhaseFinalFramebuffer sends the framebuffer pages still dirty (every used
-	// page, in Legacy mode).
+	// PhaseFinalFramebuffer sends the framebuffer pages still dirty; in
+	// Legacy mode every used page, at the pace of the device checkpoint
+	// path, as vSphere 6.7 U1 did.
 	PhaseFinalFramebuffer
 	// PhaseDeviceState sends the device checkpoints.
 	PhaseDeviceState

@@ -160,7 +160,10 @@ type Report struct {
 
 	// Before, During and After are the workload's metrics over
 	// MetricsWindow before the start, during the migration, and over
-	// MetricsWindow after its end (as much of it as has passed).
+	// MetricsWindow after its end (as much of it as has passed). Work
+	// counts in the window in which it completed: what the stun held up
+	// completes after the resume, so the stun's cost to latency shows in
+	// After, not During.
 	Before vgpu.Metrics `json:"before"`
 	During vgpu.Metrics `json:"during"`
 	After  vgpu.Metrics `json:"after"`

@@ -124,7 +124,11 @@ func (w *CAD) FrameWork(spec GPUSpec) time.Duration {
 func (w *CAD) Start(env *Env) error {
 	c := w.cfg
 	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
-	scene, err := fl.take(c.SceneBytes, memory.MixWeights, "scene")
+	sceneBytes := c.SceneBytes
+	if c.FootprintBytes > 0 {
+		sceneBytes = firstOfFootprint(c.FootprintBytes, c.renderTargetBytes(), fl.page)
+	}
+	scene, err := fl.take(sceneBytes, memory.MixWeights, "scene")
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,11 @@ func (w *Inference) RequestWork(spec GPUSpec) time.Duration {
 func (w *Inference) Start(env *Env) error {
 	c := w.cfg
 	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
-	weights, err := fl.take(c.WeightsBytes, memory.MixWeights, "weights")
+	weightsBytes := c.WeightsBytes
+	if c.FootprintBytes > 0 {
+		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
+	}
+	weights, err := fl.take(weightsBytes, memory.MixWeights, "weights")
 	if err != nil {
 		return err
 	}

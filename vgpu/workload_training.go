@@ -131,8 +131,12 @@ func (w *Training) IterationWork(spec GPUSpec) time.Duration {
 func (w *Training) Start(env *Env) error {
 	c := w.cfg
 	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	weightsBytes := c.WeightsBytes
+	if c.FootprintBytes > 0 {
+		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
+	}
 	var err error
-	if w.weights, err = fl.take(c.WeightsBytes, memory.MixWeights, "weights"); err != nil {
+	if w.weights, err = fl.take(weightsBytes, memory.MixWeights, "weights"); err != nil {
 		return err
 	}
 	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations, "activations"); err != nil {

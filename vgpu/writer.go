@@ -53,6 +53,14 @@ func (l *layout) take(size int64, mix memory.Mix, what string) (span, error) {
 	return s, nil
 }
 
+// firstOfFootprint is the size of the first of two spans that share a
+// footprint: what the second, rounded up to whole pages, leaves of it. The
+// two then fit in the footprint rounded up to a page, so a workload sized
+// to a profile's whole usable framebuffer fits it at any page size.
+func firstOfFootprint(footprint, second, page int64) int64 {
+	return max(footprint-(second+page-1)/page*page, 0)
+}
+
 // DirtyPattern is how a workload's background writes choose pages.
 type DirtyPattern uint8
 

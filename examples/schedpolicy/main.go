@@ -13,11 +13,17 @@
 //
 // Usage:
 //
-//	go run ./examples/schedpolicy [-csv[=FILE]] [-steps N] [-vms N] [-seed N]
+//	go run ./examples/schedpolicy [-csv[=FILE]] [-json FILE] [-svg FILE] [-figure FILE] [-steps N] [-vms N] [-seed N]
 //
 // -csv alone prints the table as CSV instead of aligned columns, for a
 // spreadsheet or a plotting script; -csv=FILE (or -csv FILE) prints the
-// table as usual and also writes it as CSV to FILE.
+// table as usual and also writes it as CSV to FILE. -json FILE writes the
+// same table as JSON.
+//
+// -svg FILE draws the figure, the source's Figures 4 and 5 in two panels:
+// GPU utilization and mean training time per profile, a bar per policy. It
+// runs the go command on the examples/plot module, which draws with
+// gonum.org/v1/plot; -figure FILE writes the same figure as JSON.
 package main
 
 import (
@@ -41,6 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var csvOut csvFlag
 	fs.Var(&csvOut, "csv", "print the table as CSV instead of aligned columns;\n-csv=FILE (or -csv FILE) prints it as usual and also writes it as CSV to FILE")
+	jsonPath := fs.String("json", "", "also write the table as JSON to `FILE`")
+	svgPath := fs.String("svg", "", "draw the figure (utilization and training time per policy and profile) as SVG to `FILE`, with the go command and examples/plot")
+	figPath := fs.String("figure", "", "write the figure as JSON to `FILE`, for examples/plot or other tools")
 	fs.IntVar(&p.steps, "steps", p.steps, "training steps per VM")
 	fs.IntVar(&p.vms, "vms", p.vms, "VMs per GPU (fewer where a profile fits fewer)")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for each VM's start time and batch-loading times")
@@ -66,31 +75,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "schedpolicy:", err)
 		return 1
 	}
-	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
-		if err := writeCSV(stdout, rows); err != nil {
+	if err := output(stdout, p, rows, csvOut); err != nil {
+		fmt.Fprintln(stderr, "schedpolicy:", err)
+		return 1
+	}
+	if *jsonPath != "" {
+		if err := writeFile(*jsonPath, rows, writeJSON); err != nil {
 			fmt.Fprintln(stderr, "schedpolicy:", err)
 			return 1
 		}
-		return 0
+	}
+	if err := writeFigure(buildFigure(p, summarize(rows)), *figPath, *svgPath); err != nil {
+		fmt.Fprintln(stderr, "schedpolicy:", err)
+		return 1
+	}
+	return 0
+}
+
+// output prints the table, as CSV if -csv stood alone, else aligned with
+// the summary under it and, with -csv FILE, also as CSV to FILE.
+func output(stdout io.Writer, p params, rows []row, csvOut csvFlag) error {
+	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
+		return writeCSV(stdout, rows)
 	}
 	fmt.Fprintf(stdout, "Training VMs on a Tesla P40: %d steps of %v GPU work (kernels of %v) and %v of batch loading each.\n\n",
 		p.steps, p.gpuWork, p.kernel, p.cpuWork)
 	if err := writeTable(stdout, rows); err != nil {
-		fmt.Fprintln(stderr, "schedpolicy:", err)
-		return 1
+		return err
 	}
 	fmt.Fprintln(stdout)
 	if err := writeSummary(stdout, p.profiles, summarize(rows)); err != nil {
-		fmt.Fprintln(stderr, "schedpolicy:", err)
-		return 1
+		return err
 	}
 	if csvOut.set {
-		if err := writeCSVFile(csvOut.path, rows); err != nil {
-			fmt.Fprintln(stderr, "schedpolicy:", err)
-			return 1
-		}
+		return writeFile(csvOut.path, rows, writeCSV)
 	}
-	return 0
+	return nil
 }
 
 // csvFlag is -csv: a flag that may stand alone (CSV on standard output) or

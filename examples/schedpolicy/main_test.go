@@ -168,7 +168,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	var out, errs bytes.Buffer
-	if code := run([]string{"-h"}, &out, &errs); code != 0 || !strings.Contains(errs.String(), "-csv") {
+	if code := run([]string{"-h"}, &out, &errs); code != 0 || !strings.Contains(errs.String(), "-csv") || !strings.Contains(errs.String(), "-json") || !strings.Contains(errs.String(), "-svg") || !strings.Contains(errs.String(), "-figure") {
 		t.Errorf("-h: exit %d, usage %q", code, errs.String())
 	}
 	if code := run([]string{"-nosuchflag"}, &out, &errs); code != 2 {

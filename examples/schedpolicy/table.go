@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,12 @@ import (
 var columns = []string{
 	"scenario", "policy", "profile", "vms_per_gpu", "vm", "role",
 	"gpu_util_pct", "vm_gpu_time_pct", "training_time_s",
+}
+
+// numeric marks the columns JSON writes as numbers; an empty cell (a
+// neighbour's training time) is null.
+var numeric = map[string]bool{
+	"vms_per_gpu": true, "vm": true, "gpu_util_pct": true, "vm_gpu_time_pct": true, "training_time_s": true,
 }
 
 func (r row) fields() []string {
@@ -74,12 +81,54 @@ func writeCSV(w io.Writer, rows []row) error {
 	return cw.Error()
 }
 
-func writeCSVFile(path string, rows []row) error {
+// writeJSON writes the same table as a JSON array of objects, one a row,
+// keyed by the column names in column order. It is built from the CSV's
+// cells, so the two cannot disagree on a digit; encoding/json's maps
+// would sort the keys instead.
+func writeJSON(w io.Writer, rows []row) error {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('{')
+		for j, cell := range r.fields() {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			name, _ := json.Marshal(columns[j])
+			b.Write(name)
+			b.WriteByte(':')
+			switch {
+			case numeric[columns[j]] && cell == "":
+				b.WriteString("null")
+			case numeric[columns[j]]:
+				b.WriteString(cell)
+			default:
+				s, _ := json.Marshal(cell)
+				b.Write(s)
+			}
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return fmt.Errorf("JSON table: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// writeFile writes the rows to path with write.
+func writeFile(path string, rows []row, write func(io.Writer, []row) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := writeCSV(f, rows); err != nil {
+	if err := write(f, rows); err != nil {
 		f.Close()
 		return err
 	}

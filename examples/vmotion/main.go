@@ -12,7 +12,12 @@
 //
 // Usage:
 //
-//	go run ./examples/vmotion [-link NAME] [-csv FILE] [-json FILE] [-warmup D] [-seed N]
+//	go run ./examples/vmotion [-link NAME] [-csv FILE] [-json FILE] [-svg FILE] [-figure FILE] [-warmup D] [-seed N]
+//
+// -svg FILE draws the figure: stun time per profile, Legacy beside PreCopy,
+// the published 6.7 U1 points and the 1 s line. It runs the go command on
+// the examples/plot module, which draws with gonum.org/v1/plot; -figure
+// FILE writes the same figure as JSON, for that module or other tools.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vgpusim/vgpusim/examples/figure"
 	"github.com/vgpusim/vgpusim/migrate"
 )
 
@@ -39,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	linkName := fs.String("link", p.link.Name, "the migration network, `NAME` one of "+linkNames())
 	csvPath := fs.String("csv", "", "also write the table as CSV to `FILE`")
 	jsonPath := fs.String("json", "", "also write the table as JSON to `FILE`")
+	svgPath := fs.String("svg", "", "draw the figure (stun time per profile and mode) as SVG to `FILE`, with the go command and examples/plot")
+	figPath := fs.String("figure", "", "write the figure as JSON to `FILE`, for examples/plot or other tools")
 	fs.DurationVar(&p.warmup, "warmup", p.warmup, "simulated time the workload runs before each migration starts")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VMs' memory contents and request arrivals")
 	fs.Usage = func() {
@@ -86,7 +94,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if err := writeFigure(buildFigure(p, rows), *figPath, *svgPath); err != nil {
+		fmt.Fprintln(stderr, "vmotion:", err)
+		return 1
+	}
 	return 0
+}
+
+// writeFigure writes fig as JSON to figPath and draws it as SVG to
+// svgPath, each if asked for.
+func writeFigure(fig figure.Figure, figPath, svgPath string) error {
+	if figPath != "" {
+		f, err := os.Create(figPath)
+		if err != nil {
+			return err
+		}
+		if err := fig.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if svgPath != "" {
+		return figure.WriteSVG(fig, svgPath)
+	}
+	return nil
 }
 
 // linkNames lists the link presets -link accepts.

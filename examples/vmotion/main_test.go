@@ -15,7 +15,7 @@ import (
 
 // output is what one run with default flags printed and wrote.
 type output struct {
-	stdout, csv, json []byte
+	stdout, csv, json, figure []byte
 }
 
 // runDefault runs the program with default flags, asking for both files.
@@ -23,8 +23,9 @@ func runDefault(t *testing.T) output {
 	t.Helper()
 	dir := t.TempDir()
 	csvPath, jsonPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.json")
+	figPath := filepath.Join(dir, "figure.json")
 	var out, errs bytes.Buffer
-	if code := run([]string{"-csv", csvPath, "-json", jsonPath}, &out, &errs); code != 0 {
+	if code := run([]string{"-csv", csvPath, "-json", jsonPath, "-figure", figPath}, &out, &errs); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs.String())
 	}
 	c, err := os.ReadFile(csvPath)
@@ -35,7 +36,11 @@ func runDefault(t *testing.T) output {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return output{out.Bytes(), c, j}
+	f, err := os.ReadFile(figPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return output{out.Bytes(), c, j, f}
 }
 
 // A run takes seconds; the tests that only read its output share one.
@@ -269,7 +274,7 @@ func TestJSONIsTheCSVTable(t *testing.T) {
 // Same flags, same bytes: the table, the CSV and the JSON.
 func TestSameOutputTwice(t *testing.T) {
 	a, b := defaultOutput(t), runDefault(t)
-	if !bytes.Equal(a.stdout, b.stdout) || !bytes.Equal(a.csv, b.csv) || !bytes.Equal(a.json, b.json) {
+	if !bytes.Equal(a.stdout, b.stdout) || !bytes.Equal(a.csv, b.csv) || !bytes.Equal(a.json, b.json) || !bytes.Equal(a.figure, b.figure) {
 		t.Fatalf("two runs differ:\n%s\n%s", a.stdout, b.stdout)
 	}
 }
@@ -279,7 +284,7 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errs); code != 0 {
 		t.Errorf("-h: exit %d", code)
 	}
-	for _, f := range []string{"-link", "-csv", "-json", "-warmup", "-seed", "100g"} {
+	for _, f := range []string{"-link", "-csv", "-json", "-svg", "-figure", "-warmup", "-seed", "100g"} {
 		if !strings.Contains(errs.String(), f) {
 			t.Errorf("-h does not mention %s:\n%s", f, errs.String())
 		}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vgpusim/vgpusim/examples/figure"
+)
+
+// -json writes the CSV's table: the same rows, keys in column order, the
+// same numbers.
+func TestJSONIsTheCSVTable(t *testing.T) {
+	o := smallOutput(t)
+	rows := table(t, o.csv)
+	var objs []map[string]any
+	if err := json.Unmarshal(o.json, &objs); err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != len(rows) {
+		t.Fatalf("JSON has %d rows, CSV %d", len(objs), len(rows))
+	}
+	dec := json.NewDecoder(bytes.NewReader(o.json))
+	token := func() json.Token {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	token() // [
+	for range rows {
+		token() // {
+		var keys []string
+		for dec.More() {
+			keys = append(keys, token().(string))
+			token()
+		}
+		token() // }
+		if !slices.Equal(keys, columnNames()) {
+			t.Fatalf("JSON keys %v, want %v", keys, columnNames())
+		}
+	}
+	for i, r := range rows {
+		for _, c := range columns {
+			got, cell := objs[i][c.name], r[c.name]
+			var ok bool
+			switch c.kind {
+			case number:
+				f, isNum := got.(float64)
+				ok = isNum && f == num(t, cell)
+			case boolean:
+				b, isBool := got.(bool)
+				ok = isBool && b == (cell == "yes")
+			default:
+				ok = got == cell
+			}
+			if !ok {
+				t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.name, got, cell)
+			}
+		}
+	}
+}
+
+// -figure writes a figure the plotting module accepts: per profile, the
+// stun in both schedules under the 1 s standard, each VM's time and the
+// group's time in all, the latency before, during and after.
+func TestFigure(t *testing.T) {
+	f, err := figure.ReadJSON(bytes.NewReader(smallOutput(t).figure))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Panels) != 3 {
+		t.Fatalf("%d panels, want 3", len(f.Panels))
+	}
+	for i, p := range f.Panels {
+		if !slices.Equal(p.X.Categories, []string{"P40-1Q"}) || len(p.Series) != []int{2, 4, 3}[i] {
+			t.Errorf("panel %q: categories %v, %d series", p.Title, p.X.Categories, len(p.Series))
+		}
+		for _, s := range p.Series {
+			if s.Kind != figure.Bars || len(s.Points) != 1 || s.Points[0].Y <= 0 {
+				t.Errorf("panel %q series %q: %s %v, want one bar", p.Title, s.Name, s.Kind, s.Points)
+			}
+		}
+	}
+	if h := f.Panels[0].HLines; len(h) != 1 || h[0].Y != 1 || f.Panels[0].Y.Unit != "s" {
+		t.Errorf("stun panel: lines %v, unit %q", h, f.Panels[0].Y.Unit)
+	}
+	// Each concurrent over alone, all concurrent under all one by one.
+	if y := func(i int) float64 { return f.Panels[1].Series[i].Points[0].Y }; !(y(0) > y(1) && y(2) < y(3)) {
+		t.Errorf("time panel: %v", f.Panels[1].Series)
+	}
+}
+
+// Same flags, same bytes: the table, the CSV, the JSON and the figure.
+func TestSameOutputTwice(t *testing.T) {
+	skipUnderRace(t)
+	a, b := smallOutput(t), runWith(t, smallArgs()...)
+	if !bytes.Equal(a.stdout, b.stdout) || !bytes.Equal(a.csv, b.csv) || !bytes.Equal(a.json, b.json) || !bytes.Equal(a.figure, b.figure) {
+		t.Fatalf("two runs differ:\n%s\n%s", a.stdout, b.stdout)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errs); code != 0 {
+		t.Errorf("-h: exit %d", code)
+	}
+	for _, f := range []string{"-profiles", "-mode", "-vms", "-workload", "-link", "-warmup", "-seed", "-csv", "-json", "-svg", "-figure"} {
+		if !strings.Contains(errs.String(), f) {
+			t.Errorf("-h does not mention %s:\n%s", f, errs.String())
+		}
+	}
+	for _, args := range [][]string{{"-nosuchflag"}, {"-link", "56k"}, {"extra"}, {"-profiles", "P40-5Q"},
+		{"-profiles", "T4-1Q"}, {"-mode", "fast"}, {"-workload", "games"}} {
+		errs.Reset()
+		if code := run(args, &out, &errs); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	for _, args := range [][]string{{"-warmup", "-1s"}, {"-vms", "0"}, {"-vms", "9"}} {
+		if code := run(args, &out, &errs); code != 1 {
+			t.Errorf("%q: exit %d, want 1", args, code)
+		}
+	}
+}
