@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
+	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
@@ -168,7 +169,7 @@ func writeOutputs(p params, rows []row, csvPath, jsonPath, svgPath, figurePath s
 		if out.path == "" {
 			continue
 		}
-		if err := writeFile(out.path, out.write); err != nil {
+		if err := tabular.WriteFile(out.path, out.write); err != nil {
 			return err
 		}
 	}

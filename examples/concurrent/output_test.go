@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 // -json writes the CSV's table: the same rows, keys in column order, the
@@ -45,20 +46,20 @@ func TestJSONIsTheCSVTable(t *testing.T) {
 	}
 	for i, r := range rows {
 		for _, c := range columns {
-			got, cell := objs[i][c.name], r[c.name]
+			got, cell := objs[i][c.Name], r[c.Name]
 			var ok bool
-			switch c.kind {
-			case number:
+			switch c.Kind {
+			case tabular.Number:
 				f, isNum := got.(float64)
 				ok = isNum && f == num(t, cell)
-			case boolean:
+			case tabular.Bool:
 				b, isBool := got.(bool)
 				ok = isBool && b == (cell == "yes")
 			default:
 				ok = got == cell
 			}
 			if !ok {
-				t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.name, got, cell)
+				t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
 			}
 		}
 	}

@@ -1,53 +1,36 @@
 package main
 
 import (
-	"bytes"
-	"encoding/csv"
-	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
-)
 
-// column is one column of the table: its name, units last, as every
-// output prints it, and how JSON writes its cells.
-type column struct {
-	name string
-	kind kind
-	// fileOnly columns go to the CSV and JSON but not to the printed
-	// table, which stays narrow enough to read.
-	fileOnly bool
-}
-
-type kind uint8
-
-const (
-	text    kind = iota
-	number       // a JSON number
-	boolean      // "yes" or "no"; a JSON boolean
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 // columns: the migration, then the workload (frames or requests) over the
 // second before the VM's migration started, during it and over the second
-// after it ended.
-var columns = []column{
-	{"profile", text, false}, {"mode", text, false}, {"schedule", text, false}, {"vm", text, false},
-	{"start_s", number, false}, {"end_s", number, true}, {"total_s", number, false}, {"stun_s", number, false},
-	{"meets_1s", boolean, false}, {"rounds", number, true}, {"wire_gib", number, true},
-	{"before_per_s", number, false}, {"during_per_s", number, false}, {"after_per_s", number, true},
-	{"before_mean_ms", number, true}, {"during_mean_ms", number, true}, {"after_mean_ms", number, true},
-	{"before_p99_ms", number, false}, {"during_p99_ms", number, false}, {"after_p99_ms", number, false},
-	{"before_max_ms", number, true}, {"during_max_ms", number, true}, {"after_max_ms", number, true},
+// after it ended. FileOnly columns go to the CSV and JSON but not to the
+// printed table, which stays narrow enough to read.
+var columns = []tabular.Column{
+	{Name: "profile"}, {Name: "mode"}, {Name: "schedule"}, {Name: "vm"},
+	number("start_s", false), number("end_s", true), number("total_s", false), number("stun_s", false),
+	{Name: "meets_1s", Kind: tabular.Bool}, number("rounds", true), number("wire_gib", true),
+	number("before_per_s", false), number("during_per_s", false), number("after_per_s", true),
+	number("before_mean_ms", true), number("during_mean_ms", true), number("after_mean_ms", true),
+	number("before_p99_ms", false), number("during_p99_ms", false), number("after_p99_ms", false),
+	number("before_max_ms", true), number("during_max_ms", true), number("after_max_ms", true),
+}
+
+// number is a number column, in the printed table unless fileOnly.
+func number(name string, fileOnly bool) tabular.Column {
+	return tabular.Column{Name: name, Kind: tabular.Number, FileOnly: fileOnly}
 }
 
 func columnNames() []string {
 	names := make([]string, len(columns))
 	for i, c := range columns {
-		names[i] = c.name
+		names[i] = c.Name
 	}
 	return names
 }
@@ -73,107 +56,25 @@ func (r row) fields() []string {
 	}
 }
 
-// printed keeps the cells of the columns the printed table shows.
-func printed(cells []string) []string {
-	var out []string
-	for i, c := range columns {
-		if !c.fileOnly {
-			out = append(out, cells[i])
-		}
-	}
-	return out
-}
-
-// writeTable prints the rows aligned, a blank line between groups.
-func writeTable(w io.Writer, rows []row) error {
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	header := printed(columnNames())
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+// newTable is the rows' table, a blank line between groups. Every cell
+// is measured, so an empty number is an error, not null.
+func newTable(rows []row) *tabular.Table {
+	t := &tabular.Table{Columns: columns, NoNull: true}
 	for i, r := range rows {
 		if i > 0 && (r.profile != rows[i-1].profile || r.mode != rows[i-1].mode || r.schedule != rows[i-1].schedule) {
-			// A row of empty cells, not an empty line, which would end
-			// tabwriter's column block.
-			fmt.Fprintln(tw, strings.Repeat("\t", len(header)-1))
+			t.Break()
 		}
-		fmt.Fprintln(tw, strings.Join(printed(r.fields()), "\t"))
+		t.Add(r.fields()...)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for line := range strings.Lines(buf.String()) {
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t
 }
+
+// writeTable prints the rows aligned.
+func writeTable(w io.Writer, rows []row) error { return newTable(rows).WriteText(w) }
 
 // writeCSV writes the same table as CSV.
-func writeCSV(w io.Writer, rows []row) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(columnNames()); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := cw.Write(r.fields()); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
+func writeCSV(w io.Writer, rows []row) error { return newTable(rows).WriteCSV(w) }
 
 // writeJSON writes the same table as a JSON array of objects, one a row,
-// keyed by the column names in column order. It is built from the same
-// cells as the CSV, so the two cannot disagree on a digit; encoding/json's
-// maps would sort the keys instead.
-func writeJSON(w io.Writer, rows []row) error {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('{')
-		for j, cell := range r.fields() {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			name, _ := json.Marshal(columns[j].name)
-			b.Write(name)
-			b.WriteByte(':')
-			switch columns[j].kind {
-			case number:
-				b.WriteString(cell)
-			case boolean:
-				b.WriteString(strconv.FormatBool(cell == "yes"))
-			default:
-				s, _ := json.Marshal(cell)
-				b.Write(s)
-			}
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
-	var out bytes.Buffer
-	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
-		return fmt.Errorf("JSON table: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
-	return err
-}
-
-// writeFile creates path and writes to it with write.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// keyed by the column names in column order, built from the CSV's cells.
+func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSON(w) }

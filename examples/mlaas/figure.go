@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
+	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 )
 
@@ -131,7 +132,7 @@ func writeFigure(p params, res results, svg, fig string) error {
 		return err
 	}
 	if fig != "" {
-		if err := writeFile(fig, f.WriteJSON); err != nil {
+		if err := tabular.WriteFile(fig, f.WriteJSON); err != nil {
 			return err
 		}
 	}

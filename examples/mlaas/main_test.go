@@ -162,8 +162,8 @@ func TestTimelineCoversRun(t *testing.T) {
 			t.Errorf("%s: stunned steps add up to %v, the report's stun is %v", r.name, stunned, r.report.Stun)
 		}
 	}
-	if got := printedTimeline(p, runs); len(got.rows) != int(p.duration/p.printStep) {
-		t.Errorf("printed timeline has %d rows, want %d", len(got.rows), p.duration/p.printStep)
+	if got := printedTimeline(p, runs); len(got.Rows) != int(p.duration/p.printStep) {
+		t.Errorf("printed timeline has %d rows, want %d", len(got.Rows), p.duration/p.printStep)
 	}
 }
 

@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 // results is everything one invocation computes.
@@ -37,19 +38,19 @@ func report(w io.Writer, p params, res results) error {
 		p.ramBytes>>30, p.ramFootprintBytes>>30, p.printStep)
 	for i := 0; i < len(res.runs); i += 1 + len(p.modes) {
 		fmt.Fprintf(w, "\nTimeline, %s:\n", res.runs[i].model)
-		if err := printedTimeline(p, res.runs[i:i+1+len(p.modes)]).write(w); err != nil {
+		if err := printedTimeline(p, res.runs[i:i+1+len(p.modes)]).WriteText(w); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintln(w, "\nMigrations (delayed: requests served from the stun's start until a step's slowest request is")
 	fmt.Fprintln(w, "no slower than the slowest without migration; throughput lost: served during the migration against none):")
-	if err := summaryTable(res.outcomes).write(w); err != nil {
+	if err := summaryTable(res.outcomes).WriteText(w); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nExperiment 1: each profile at capacity (%.0f requests/s offered, one waiting at the vGPU, the rest refused).\n", p.expRate)
 	fmt.Fprintf(w, "Experiment 2: %s at each request rate. %v of simulated time each; _x is MobileNet's advantage.\n",
 		p.profile.Name, p.expDuration)
-	if err := printedExperiments(res.points).write(w); err != nil {
+	if err := printedExperiments(res.points).WriteText(w); err != nil {
 		return err
 	}
 	line, _ := verdict(res.points)
@@ -60,8 +61,8 @@ func report(w io.Writer, p params, res results) error {
 // tableNames name the tables in -json and in -csv's file names.
 var tableNames = []string{"timeline", "summary", "experiments"}
 
-func (res results) tables() []table {
-	return []table{timelineTable(res.runs), summaryTable(res.outcomes), experimentsTable(res.points)}
+func (res results) tables() []*tabular.Table {
+	return []*tabular.Table{timelineTable(res.runs), summaryTable(res.outcomes), experimentsTable(res.points)}
 }
 
 // writeOutputs writes the files the flags asked for.
@@ -69,13 +70,13 @@ func writeOutputs(p params, res results, out outputs) error {
 	tables := res.tables()
 	if out.csv != "" {
 		for i, t := range tables {
-			if err := writeFile(csvPath(out.csv, i), t.writeCSV); err != nil {
+			if err := tabular.WriteFile(csvPath(out.csv, i), t.WriteCSV); err != nil {
 				return err
 			}
 		}
 	}
 	if out.json != "" {
-		if err := writeFile(out.json, func(w io.Writer) error { return writeJSON(w, tableNames, tables) }); err != nil {
+		if err := tabular.WriteFile(out.json, func(w io.Writer) error { return tabular.WriteJSONObject(w, tableNames, tables) }); err != nil {
 			return err
 		}
 	}
@@ -93,16 +94,4 @@ func csvPath(path string, i int) string {
 	}
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "_" + tableNames[i] + ext
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

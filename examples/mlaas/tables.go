@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -19,14 +21,14 @@ func latencyCells(served bool, mean, p99 time.Duration) (string, string) {
 }
 
 // timelineTable is every step of every run, for -csv and -json.
-func timelineTable(runs []serviceRun) table {
-	t := table{columns: []column{{"model", text}, {"run", text}, {"t_s", number}, {"served", number},
-		{"dropped", number}, {"mean_ms", number}, {"p99_ms", number}, {"phase", text},
-		{"stunned_ms", number}, {"host", text}}}
+func timelineTable(runs []serviceRun) *tabular.Table {
+	t := newTable(text("model"), text("run"), number("t_s"), number("served"),
+		number("dropped"), number("mean_ms"), number("p99_ms"), text("phase"),
+		number("stunned_ms"), text("host"))
 	for _, r := range runs {
 		for _, k := range r.ticks {
 			mean, p99 := latencyCells(k.served > 0, k.mean, k.p99)
-			t.rows = append(t.rows, []string{k.model, k.run, seconds(k.at.Seconds()), count(k.served),
+			t.Rows = append(t.Rows, []string{k.model, k.run, seconds(k.at.Seconds()), count(k.served),
 				count(k.dropped), mean, p99, k.phase, millis(ms(k.stunned)), k.host})
 		}
 	}
@@ -36,13 +38,13 @@ func timelineTable(runs []serviceRun) table {
 // printedTimeline is one model's runs side by side, a row every
 // p.printStep: requests served and latency over the row, and each
 // migration's phase at its end, marked with the stun it held.
-func printedTimeline(p params, runs []serviceRun) table {
-	t := table{columns: []column{{"t_s", number}}}
+func printedTimeline(p params, runs []serviceRun) *tabular.Table {
+	t := newTable(number("t_s"))
 	for _, r := range runs {
-		t.columns = append(t.columns, column{r.name + "_served", number}, column{r.name + "_mean_ms", number},
-			column{r.name + "_p99_ms", number})
+		t.Columns = append(t.Columns, number(r.name+"_served"), number(r.name+"_mean_ms"),
+			number(r.name+"_p99_ms"))
 		if r.report != nil {
-			t.columns = append(t.columns, column{r.name + "_phase", text})
+			t.Columns = append(t.Columns, text(r.name+"_phase"))
 		}
 	}
 	for to := p.printStep; to <= p.duration; to += p.printStep {
@@ -56,7 +58,7 @@ func printedTimeline(p params, runs []serviceRun) table {
 				row = append(row, phaseCell(r, from, to))
 			}
 		}
-		t.rows = append(t.rows, row)
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }
@@ -77,13 +79,13 @@ func phaseCell(r serviceRun, from, to time.Duration) string {
 }
 
 // summaryTable is the migrations' effect on the service.
-func summaryTable(out []outcome) table {
-	t := table{columns: []column{{"model", text}, {"mode", text}, {"stun_s", number}, {"migration_s", number},
-		{"delayed", number}, {"recovery_s", number}, {"worst_latency_s", number},
-		{"served_during", number}, {"served_during_no_migration", number}, {"throughput_lost_pct", number},
-		{"dropped", number}}}
+func summaryTable(out []outcome) *tabular.Table {
+	t := newTable(text("model"), text("mode"), number("stun_s"), number("migration_s"),
+		number("delayed"), number("recovery_s"), number("worst_latency_s"),
+		number("served_during"), number("served_during_no_migration"), number("throughput_lost_pct"),
+		number("dropped"))
 	for _, o := range out {
-		t.rows = append(t.rows, []string{o.model, o.mode, seconds(o.stun.Seconds()), seconds(o.total.Seconds()),
+		t.Rows = append(t.Rows, []string{o.model, o.mode, seconds(o.stun.Seconds()), seconds(o.total.Seconds()),
 			count(o.delayed), seconds(o.recovered.Seconds()), seconds(o.worst.Seconds()),
 			count(o.servedDuring), count(o.baselineDuring), percent(o.lostPct), count(o.dropped)})
 	}
@@ -92,13 +94,13 @@ func summaryTable(out []outcome) table {
 
 // experimentsTable is Experiments 1 and 2, one row per model, profile and
 // rate, for -csv and -json.
-func experimentsTable(pts []point) table {
-	t := table{columns: []column{{"experiment", text}, {"model", text}, {"profile", text},
-		{"offered_per_s", number}, {"served_per_s", number}, {"mean_ms", number}, {"p99_ms", number},
-		{"refused_pct", number}}}
+func experimentsTable(pts []point) *tabular.Table {
+	t := newTable(text("experiment"), text("model"), text("profile"),
+		number("offered_per_s"), number("served_per_s"), number("mean_ms"), number("p99_ms"),
+		number("refused_pct"))
 	for _, pt := range pts {
 		mean, p99 := latencyCells(pt.served > 0, pt.mean, pt.p99)
-		t.rows = append(t.rows, []string{pt.experiment, pt.model, pt.profile, perSec(pt.offered),
+		t.Rows = append(t.Rows, []string{pt.experiment, pt.model, pt.profile, perSec(pt.offered),
 			perSec(pt.served), mean, p99, percent(100 * pt.refused)})
 	}
 	return t
@@ -106,13 +108,13 @@ func experimentsTable(pts []point) table {
 
 // printedExperiments puts the two models side by side, with MobileNet's
 // advantage in throughput and latency.
-func printedExperiments(pts []point) table {
-	t := table{columns: []column{{"experiment", text}, {"profile", text}, {"offered_per_s", number}}}
+func printedExperiments(pts []point) *tabular.Table {
+	t := newTable(text("experiment"), text("profile"), number("offered_per_s"))
 	for _, m := range models {
 		n := strings.ReplaceAll(m.name, "-", "")
-		t.columns = append(t.columns, column{n + "_per_s", number}, column{n + "_mean_ms", number})
+		t.Columns = append(t.Columns, number(n+"_per_s"), number(n+"_mean_ms"))
 	}
-	t.columns = append(t.columns, column{"throughput_x", number}, column{"latency_x", number})
+	t.Columns = append(t.Columns, number("throughput_x"), number("latency_x"))
 	for _, pair := range pairs(pts) {
 		a, b := pair[0], pair[1]
 		row := []string{a.experiment, a.profile, perSec(a.offered)}
@@ -125,7 +127,7 @@ func printedExperiments(pts []point) table {
 			tx = fmt.Sprintf("%.2f", b.served/a.served)
 			lx = fmt.Sprintf("%.2f", float64(a.mean)/float64(b.mean))
 		}
-		t.rows = append(t.rows, append(row, tx, lx))
+		t.Rows = append(t.Rows, append(row, tx, lx))
 	}
 	return t
 }

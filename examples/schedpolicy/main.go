@@ -33,6 +33,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 func main() {
@@ -80,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *jsonPath != "" {
-		if err := writeFile(*jsonPath, rows, writeJSON); err != nil {
+		if err := tabular.WriteFile(*jsonPath, func(w io.Writer) error { return writeJSON(w, rows) }); err != nil {
 			fmt.Fprintln(stderr, "schedpolicy:", err)
 			return 1
 		}
@@ -108,7 +110,7 @@ func output(stdout io.Writer, p params, rows []row, csvOut csvFlag) error {
 		return err
 	}
 	if csvOut.set {
-		return writeFile(csvOut.path, rows, writeCSV)
+		return tabular.WriteFile(csvOut.path, func(w io.Writer) error { return writeCSV(w, rows) })
 	}
 	return nil
 }

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/csv"
-	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
-	"text/tabwriter"
+
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
-// columns names the table's columns, units last, as both outputs print
+// columns names the table's columns, units last, as every output prints
 // them.
 var columns = []string{
 	"scenario", "policy", "profile", "vms_per_gpu", "vm", "role",
@@ -38,99 +33,32 @@ func (r row) fields() []string {
 	}
 }
 
-// writeTable prints the rows aligned, a blank line between GPUs.
-func writeTable(w io.Writer, rows []row) error {
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+// newTable is the rows' table: "-" for a neighbour's missing training
+// time in print, a blank line between GPUs.
+func newTable(rows []row) *tabular.Table {
+	t := &tabular.Table{Blank: "-"}
+	for _, name := range columns {
+		kind := tabular.Text
+		if numeric[name] {
+			kind = tabular.Number
+		}
+		t.Columns = append(t.Columns, tabular.Column{Name: name, Kind: kind})
+	}
 	for i, r := range rows {
 		if i > 0 && (r.profile != rows[i-1].profile || r.policy != rows[i-1].policy || r.scenario != rows[i-1].scenario) {
-			// A row of empty cells, not an empty line, which would end
-			// tabwriter's column block.
-			fmt.Fprintln(tw, strings.Repeat("\t", len(columns)-1))
+			t.Break()
 		}
-		f := r.fields()
-		if f[len(f)-1] == "" {
-			f[len(f)-1] = "-"
-		}
-		fmt.Fprintln(tw, strings.Join(f, "\t"))
+		t.Add(r.fields()...)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for line := range strings.Lines(buf.String()) {
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t
 }
+
+// writeTable prints the rows aligned.
+func writeTable(w io.Writer, rows []row) error { return newTable(rows).WriteText(w) }
 
 // writeCSV writes the same table as CSV.
-func writeCSV(w io.Writer, rows []row) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(columns); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := cw.Write(r.fields()); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
+func writeCSV(w io.Writer, rows []row) error { return newTable(rows).WriteCSV(w) }
 
 // writeJSON writes the same table as a JSON array of objects, one a row,
-// keyed by the column names in column order. It is built from the CSV's
-// cells, so the two cannot disagree on a digit; encoding/json's maps
-// would sort the keys instead.
-func writeJSON(w io.Writer, rows []row) error {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('{')
-		for j, cell := range r.fields() {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			name, _ := json.Marshal(columns[j])
-			b.Write(name)
-			b.WriteByte(':')
-			switch {
-			case numeric[columns[j]] && cell == "":
-				b.WriteString("null")
-			case numeric[columns[j]]:
-				b.WriteString(cell)
-			default:
-				s, _ := json.Marshal(cell)
-				b.Write(s)
-			}
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
-	var out bytes.Buffer
-	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
-		return fmt.Errorf("JSON table: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
-	return err
-}
-
-// writeFile writes the rows to path with write.
-func writeFile(path string, rows []row, write func(io.Writer, []row) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f, rows); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// keyed by the column names in column order, built from the CSV's cells.
+func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSON(w) }

@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
+	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 )
 
@@ -89,7 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if out.path == "" {
 			continue
 		}
-		if err := writeFile(out.path, rows, out.write); err != nil {
+		if err := tabular.WriteFile(out.path, func(w io.Writer) error { return out.write(w, rows) }); err != nil {
 			fmt.Fprintln(stderr, "vmotion:", err)
 			return 1
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vgpusim/vgpusim/examples/tabular"
 )
 
 // output is what one run with default flags printed and wrote.
@@ -242,24 +244,24 @@ func TestJSONIsTheCSVTable(t *testing.T) {
 	}
 	for i, r := range rows {
 		for _, c := range columns {
-			got := objs[i][c.name]
-			cell := r[c.name]
+			got := objs[i][c.Name]
+			cell := r[c.Name]
 			switch {
-			case c.kind == number && cell == "":
+			case c.Kind == tabular.Number && cell == "":
 				if got != nil {
-					t.Errorf("row %d %s: JSON %v, CSV empty", i+1, c.name, got)
+					t.Errorf("row %d %s: JSON %v, CSV empty", i+1, c.Name, got)
 				}
-			case c.kind == number:
+			case c.Kind == tabular.Number:
 				if f, ok := got.(float64); !ok || f != seconds(t, cell) {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.name, got, cell)
+					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
 				}
-			case c.kind == boolean:
+			case c.Kind == tabular.Bool:
 				if b, ok := got.(bool); !ok || b != (cell == "yes") {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.name, got, cell)
+					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
 				}
 			default:
 				if got != cell {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.name, got, cell)
+					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
 				}
 			}
 		}

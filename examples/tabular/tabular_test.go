@@ -1,0 +1,236 @@
+package tabular
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sample has a column of every kind, an empty number, a cell that needs
+// quoting in CSV and escaping in JSON, a FileOnly column and a break.
+func sample() *Table {
+	t := &Table{Columns: []Column{
+		{Name: "name"}, {Name: "size_gib", Kind: Number}, {Name: "ok", Kind: Bool},
+		{Name: "note"}, {Name: "wire_gib", Kind: Number, FileOnly: true},
+	}, Blank: "-"}
+	t.Add("a", "1.5", "yes", `say "hi", <b>`, "0.250")
+	t.Add("bb", "", "no", "", "1")
+	t.Break()
+	t.Add("c", "-2e3", "maybe", "x", "")
+	return t
+}
+
+func TestWriteText(t *testing.T) {
+	tests := []struct {
+		name  string
+		table func() *Table
+		want  string
+	}{
+		{"blank, break, file-only column left out", sample, "" +
+			"name  size_gib  ok     note\n" +
+			"a     1.5       yes    say \"hi\", <b>\n" +
+			"bb    -         no     -\n" +
+			"\n" +
+			"c     -2e3      maybe  x\n"},
+		{"no blank", func() *Table { t := sample(); t.Blank = ""; return t }, "" +
+			"name  size_gib  ok     note\n" +
+			"a     1.5       yes    say \"hi\", <b>\n" +
+			"bb              no\n" +
+			"\n" +
+			"c     -2e3      maybe  x\n"},
+		{"no rows", func() *Table { return &Table{Columns: []Column{{Name: "a"}, {Name: "b"}}} }, "a  b\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.table().WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteCSV(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "name,size_gib,ok,note,wire_gib\n" +
+		"a,1.5,yes,\"say \"\"hi\"\", <b>\",0.250\n" +
+		"bb,,no,,1\n" +
+		"c,-2e3,maybe,x,\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `[
+  {
+    "name": "a",
+    "size_gib": 1.5,
+    "ok": true,
+    "note": "say \"hi\", \u003cb\u003e",
+    "wire_gib": 0.250
+  },
+  {
+    "name": "bb",
+    "size_gib": null,
+    "ok": false,
+    "note": "",
+    "wire_gib": 1
+  },
+  {
+    "name": "c",
+    "size_gib": -2e3,
+    "ok": false,
+    "note": "x",
+    "wire_gib": null
+  }
+]
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestWriteJSONErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		table func() *Table
+		want  string
+	}{
+		{"NoNull and an empty number", func() *Table { t := sample(); t.NoNull = true; return t }, "empty number size_gib"},
+		{"not a number", func() *Table { t := sample(); t.Rows[0][1] = "1,5"; return t }, "JSON table"},
+		{"short row", func() *Table { t := sample(); t.Add("d"); return t }, "row 4 has 1 cells for 5 columns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.table().WriteJSON(&bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The JSON's keys come in column order, not sorted.
+func TestJSONKeyOrder(t *testing.T) {
+	tab := &Table{Columns: []Column{{Name: "z"}, {Name: "a", Kind: Number}, {Name: "m", Kind: Bool}}}
+	tab.Add("1", "2", "yes")
+	var b bytes.Buffer
+	if err := tab.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&b)
+	var keys []string
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if s, ok := tok.(string); ok && dec.More() {
+			keys = append(keys, s)
+			dec.Token() // its value
+		}
+	}
+	if !slices.Equal(keys, []string{"z", "a", "m"}) {
+		t.Errorf("keys %v, want z a m", keys)
+	}
+}
+
+// Read back, the CSV and the JSON hold the same table: every CSV field is
+// the JSON value of its kind.
+func TestCSVJSONRoundTrip(t *testing.T) {
+	tab := sample()
+	var c, j bytes.Buffer
+	if err := tab.WriteCSV(&c); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.WriteJSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&c).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []map[string]any
+	dec := json.NewDecoder(&j)
+	dec.UseNumber()
+	if err := dec.Decode(&objs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(recs[0], tab.Names()) || len(objs) != len(recs)-1 {
+		t.Fatalf("CSV header %v and %d rows, JSON %d rows", recs[0], len(recs)-1, len(objs))
+	}
+	for i, rec := range recs[1:] {
+		for k, col := range tab.Columns {
+			got, cell := objs[i][col.Name], rec[k]
+			var ok bool
+			switch {
+			case col.Kind == Number && cell == "":
+				ok = got == nil
+			case col.Kind == Number:
+				n, isNum := got.(json.Number)
+				ok = isNum && string(n) == cell
+			case col.Kind == Bool:
+				ok = got == (cell == "yes")
+			default:
+				ok = got == cell
+			}
+			if !ok {
+				t.Errorf("row %d %s: CSV %q, JSON %v", i+1, col.Name, cell, got)
+			}
+		}
+	}
+}
+
+func TestWriteJSONObject(t *testing.T) {
+	a := &Table{Columns: []Column{{Name: "x", Kind: Number}}}
+	a.Add("1")
+	b := &Table{Columns: []Column{{Name: "y"}}}
+	var out bytes.Buffer
+	if err := WriteJSONObject(&out, []string{"first", "second"}, []*Table{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"first\": [\n    {\n      \"x\": 1\n    }\n  ],\n  \"second\": []\n}\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	if err := WriteJSONObject(&out, []string{"one"}, []*Table{a, b}); err == nil {
+		t.Error("no error for two tables and one name")
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.csv")
+	if err := WriteFile(path, sample().WriteCSV); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := sample().WriteCSV(&want); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("file %q, want %q", got, want.String())
+	}
+	if err := WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir"), sample().WriteCSV); err == nil {
+		t.Error("no error for a file in a missing directory")
+	}
+}
