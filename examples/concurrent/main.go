@@ -32,7 +32,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/vgpusim/vgpusim/examples/figure"
 	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
@@ -165,7 +164,7 @@ func writeOutputs(p params, rows []row, csvPath, jsonPath, svgPath, figurePath s
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer) error
-	}{{csvPath, table(writeCSV)}, {jsonPath, table(writeJSON)}, {figurePath, fig.WriteJSON}} {
+	}{{csvPath, table(writeCSV)}, {jsonPath, table(writeJSON)}} {
 		if out.path == "" {
 			continue
 		}
@@ -173,8 +172,5 @@ func writeOutputs(p params, rows []row, csvPath, jsonPath, svgPath, figurePath s
 			return err
 		}
 	}
-	if svgPath != "" {
-		return figure.WriteSVG(fig, svgPath)
-	}
-	return nil
+	return fig.WriteFiles(figurePath, svgPath)
 }

@@ -3,9 +3,13 @@ package figure
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // valid is a small figure every Validate case starts from.
@@ -121,5 +125,28 @@ func TestAxisTitle(t *testing.T) {
 	}
 	if got := (Axis{Label: "vGPU profile"}).Title(); got != "vGPU profile" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestWriteFiles writes the JSON only when asked, and it reads back equal.
+func TestWriteFiles(t *testing.T) {
+	if err := valid().WriteFiles("", ""); err != nil {
+		t.Fatalf("nothing asked: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "f.json")
+	if err := valid().WriteFiles(path, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(valid(), got); diff != "" {
+		t.Fatalf("read back (-want +got):\n%s", diff)
 	}
 }

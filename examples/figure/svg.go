@@ -95,3 +95,26 @@ func isPlotModule(path string) bool {
 	}
 	return false
 }
+
+// WriteFiles writes f as JSON to jsonPath and draws it as SVG to svgPath,
+// each only if its path is not empty: what an example's -figure and -svg
+// flags ask for.
+func (f Figure) WriteFiles(jsonPath, svgPath string) error {
+	if jsonPath != "" {
+		out, err := os.Create(jsonPath)
+		if err != nil {
+			return fmt.Errorf("figure: %w", err)
+		}
+		if err := f.WriteJSON(out); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("figure: %w", err)
+		}
+	}
+	if svgPath != "" {
+		return WriteSVG(f, svgPath)
+	}
+	return nil
+}

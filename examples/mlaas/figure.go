@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
-	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 )
 
@@ -131,13 +130,5 @@ func writeFigure(p params, res results, svg, fig string) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	if fig != "" {
-		if err := tabular.WriteFile(fig, f.WriteJSON); err != nil {
-			return err
-		}
-	}
-	if svg == "" {
-		return nil
-	}
-	return figure.WriteSVG(f, svg)
+	return f.WriteFiles(fig, svg)
 }

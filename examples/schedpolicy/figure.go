@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
 )
@@ -46,26 +45,4 @@ func buildFigure(p params, s summary) figure.Figure {
 		Title:  "vGPU scheduler policies: ML training VMs on a Tesla P40",
 		Panels: []figure.Panel{util, training},
 	}
-}
-
-// writeFigure writes fig as JSON to figPath and draws it as SVG to
-// svgPath, each if asked for.
-func writeFigure(fig figure.Figure, figPath, svgPath string) error {
-	if figPath != "" {
-		f, err := os.Create(figPath)
-		if err != nil {
-			return err
-		}
-		if err := fig.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if svgPath != "" {
-		return figure.WriteSVG(fig, svgPath)
-	}
-	return nil
 }

@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if err := writeFigure(buildFigure(p, summarize(rows)), *figPath, *svgPath); err != nil {
+	if err := buildFigure(p, summarize(rows)).WriteFiles(*figPath, *svgPath); err != nil {
 		fmt.Fprintln(stderr, "schedpolicy:", err)
 		return 1
 	}

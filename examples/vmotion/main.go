@@ -28,7 +28,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/vgpusim/vgpusim/examples/figure"
 	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
 )
@@ -95,33 +94,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if err := writeFigure(buildFigure(p, rows), *figPath, *svgPath); err != nil {
+	if err := buildFigure(p, rows).WriteFiles(*figPath, *svgPath); err != nil {
 		fmt.Fprintln(stderr, "vmotion:", err)
 		return 1
 	}
 	return 0
-}
-
-// writeFigure writes fig as JSON to figPath and draws it as SVG to
-// svgPath, each if asked for.
-func writeFigure(fig figure.Figure, figPath, svgPath string) error {
-	if figPath != "" {
-		f, err := os.Create(figPath)
-		if err != nil {
-			return err
-		}
-		if err := fig.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if svgPath != "" {
-		return figure.WriteSVG(fig, svgPath)
-	}
-	return nil
 }
 
 // linkNames lists the link presets -link accepts.
