@@ -29,6 +29,7 @@ type RegionRef struct {
 type Applier struct {
 	rd      *Reader
 	dst     []*memory.Region // by index in Metadata.Regions
+	digests []RegionDigest   // computed from dst when the stream ended
 	devices []DeviceState
 	state   applierState
 	err     error
@@ -144,6 +145,7 @@ func (a *Applier) verifyDigests() error {
 		if err != nil {
 			return newError(ErrState, a.rd.Offset(), -1, "destination region %d", d.Region).withCause(err)
 		}
+		a.digests = append(a.digests, RegionDigest{Region: d.Region, Digest: got})
 		if got != d.Digest {
 			return newError(ErrChecksum, a.rd.Offset(), -1, "region %d content digest computed %#016x, stream says %#016x", d.Region, got, d.Digest)
 		}
@@ -187,6 +189,17 @@ func (a *Applier) Abort() {
 	if a.state != committed && a.state != failed {
 		a.fail(newError(ErrState, a.rd.Offset(), -1, "aborted"))
 	}
+}
+
+// RegionDigests returns the digests of the destination's regions, hashed
+// from their contents when the end of the stream was verified — not
+// copied from the stream — in the stream's order; nil before then or
+// after a failure.
+func (a *Applier) RegionDigests() []RegionDigest {
+	if a.state != verified && a.state != committed {
+		return nil
+	}
+	return append([]RegionDigest(nil), a.digests...)
 }
 
 // Err returns the error that stopped the Applier, if any.

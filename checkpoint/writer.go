@@ -122,7 +122,7 @@ func (w *Writer) begin(id uint32, index int) (RegionInfo, error) {
 		return ri, w.invalid("page %d outside the %d pages of region %d", index, ri.Pages(), id)
 	}
 	e := w.enc
-	if e.open && (e.Region() != id || index <= e.LastIndex() || e.RawBytes()+ri.PageSize > w.opts.BatchBytes) {
+	if e.open && (e.Region() != id || index <= e.LastIndex() || e.Len() >= PagesPerBatch(w.opts.BatchBytes, ri.PageSize)) {
 		if err := w.Flush(); err != nil {
 			return ri, err
 		}
@@ -163,18 +163,13 @@ func (w *Writer) WriteRegion(id uint32, src *memory.Region, set *memory.PageSet)
 		return w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
 			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
 	}
-	next := func(p int) int { return set.Next(p) }
 	if set == nil {
-		next = func(p int) int {
-			for ; p < src.Pages(); p++ {
-				if st, err := src.PageState(p); err != nil || st.Gen != 0 || st.Class != memory.ClassZero {
-					return p
-				}
-			}
-			return -1
+		set = new(memory.PageSet)
+		if err := src.UsedPages(set); err != nil {
+			return err
 		}
 	}
-	for p := next(0); p >= 0; p = next(p + 1) {
+	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
 		if _, err := w.begin(id, p); err != nil {
 			return err
 		}

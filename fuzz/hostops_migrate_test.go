@@ -21,8 +21,7 @@ func (w *hostopsWorld) migrate(o hostopsOp) error {
 	if dst == src {
 		dst = w.hosts[(w.hostIndex(src)+1)%len(w.hosts)]
 	}
-	cfg := migrate.Config{Mode: o.mode(), Fidelity: migrate.Bytes, Link: o.link(),
-		OnNonConvergence: o.onNonConvergence(), Timeout: w.setup.Timeout}
+	cfg := migrate.Config{Policy: migrate.Policy{Mode: o.mode(), OnNonConvergence: o.onNonConvergence()}, Fidelity: migrate.Bytes, Link: o.link(), Timeout: w.setup.Timeout}
 	before := vm.State()
 	m, err := w.sim.Start(vm, dst, cfg)
 	what := fmt.Sprintf("migrate %s %s -> %s over %s", id, src.Name(), dst.Name(), cfg.Link.Name)

@@ -318,8 +318,7 @@ func streamRecord(v streamVariant) ([]byte, error) {
 		io.Reader
 		io.Writer
 	}{io.TeeReader(dc, &read), dc}
-	scfg := migrate.LiveConfig{Mode: v.mode, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes},
-		StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second}
+	scfg := migrate.LiveConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes}, StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second}
 	rcfg := streamReceiveConfig(0)
 	rcfg.Timeout = scfg.Timeout
 	if v.encrypted {

@@ -34,7 +34,7 @@ func TestLegacyReproducesPublishedStun(t *testing.T) {
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
 			est, err := EstimateStun(vm, GbE10, Legacy)
 			must(t, err)
-			rep, err := Migrate(vm, dst, Config{Mode: Legacy, Fidelity: Model, StunLimit: VSphere67U1StunLimit})
+			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
 			must(t, err)
 			dev := float64(rep.Stun-p.Stun) / float64(p.Stun)
 			t.Logf("published %v, simulated %v (%+.1f %%), estimated %v, dominant %v", p.Stun, rep.Stun, 100*dev, est.Total, rep.Dominant)
@@ -54,7 +54,7 @@ func TestLegacyReproducesPublishedStun(t *testing.T) {
 func TestLegacyRefusesOverLimit(t *testing.T) {
 	src, dst := hostPair(t, memory.Synthetic, 1)
 	vm := calibrationVM(t, src, "P40-24Q", 16*GiB)
-	_, err := Migrate(vm, dst, Config{Mode: Legacy, Fidelity: Model, StunLimit: VSphere67U1StunLimit})
+	_, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
 	var pe *PhaseError
 	if !errors.Is(err, ErrStunLimit) || !errors.As(err, &pe) || pe.Phase != PhaseSetup {
 		t.Fatalf("err = %v, want ErrStunLimit in setup", err)
@@ -75,7 +75,7 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, p.Name, p.FramebufferBytes-p.ReservedFramebufferBytes(false))
-			rep, err := Migrate(vm, dst, Config{Mode: PreCopy, Fidelity: Model})
+			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: PreCopy}, Fidelity: Model})
 			must(t, err)
 			t.Logf("stun %v, total %v, %d rounds, %v", rep.Stun, rep.Total, len(rep.Rounds), rep.Switchover)
 			if !rep.MeetsStandard() || rep.Switchover != Converged {

@@ -163,12 +163,7 @@ func (cm *clusterModel) start(t *rapid.T) {
 		dst = (vm.host + 1 + k%(clusterHostCount-1)) % clusterHostCount
 	}
 	link := clusterLink(rapid.SampledFrom(clusterLinkNames()).Draw(t, "link"))
-	cfg := Config{
-		Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(t, "mode"), Fidelity: Bytes, Link: link,
-		OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway, Abort}).Draw(t, "policy"),
-		MaxRounds:        rapid.IntRange(1, 6).Draw(t, "maxRounds"),
-		Timeout:          rapid.SampledFrom([]time.Duration{0, 500 * time.Millisecond, 2 * time.Second}).Draw(t, "timeout"),
-	}
+	cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(t, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway, Abort}).Draw(t, "policy"), MaxRounds: rapid.IntRange(1, 6).Draw(t, "maxRounds")}, Fidelity: Bytes, Link: link, Timeout: rapid.SampledFrom([]time.Duration{0, 500 * time.Millisecond, 2 * time.Second}).Draw(t, "timeout")}
 	if rapid.IntRange(0, 3).Draw(t, "fidelity") == 0 {
 		cfg.Fidelity = Model
 	}
@@ -209,7 +204,7 @@ func (cm *clusterModel) start(t *rapid.T) {
 		}
 		timeout := cfg.Timeout
 		if timeout == 0 {
-			timeout = DefaultLiveTimeout
+			timeout = DefaultTimeout
 		}
 		vm.mig = &clusterMig{m: m, vm: vm, id: vm.id, profile: vm.profile, ramBytes: vm.ramBytes, src: vm.host,
 			dst: dst, srcGPU: vm.gpu, dstGPU: gpu, link: link.Name, timeout: timeout,

@@ -48,9 +48,6 @@ const (
 	// window seeds). A 24 GB framebuffer migrates in well under a second
 	// of wall time.
 	Model
-	// Live is a real stream over real connections on wall time: the
-	// fidelity of Send and Receive's reports. A Sim refuses it.
-	Live
 )
 
 func (f Fidelity) String() string {
@@ -59,8 +56,6 @@ func (f Fidelity) String() string {
 		return "bytes"
 	case Model:
 		return "model"
-	case Live:
-		return "live"
 	}
 	return fmt.Sprintf("Fidelity(%d)", uint8(f))
 }
@@ -114,30 +109,25 @@ const (
 	DefaultMaxRounds = 30
 	// DefaultBatchBytes is the raw page bytes a batch record holds.
 	DefaultBatchBytes = 1 << 20
+	// DefaultTimeout is how long a migration waits on a link or
+	// connection that makes no progress — a read that returns nothing, a
+	// write the peer does not drain, an answer that does not come —
+	// before it fails: simulated time in a Sim, wall time in the live
+	// mode.
+	DefaultTimeout = 30 * time.Second
 )
 
 // Config describes one migration. The zero value means every default:
 // pre-copy over 10 GbE, byte fidelity, a 1 s stun target, no stun limit,
 // throttling when pre-copy does not converge, zstd at its fastest.
 type Config struct {
-	Mode     Mode
+	// Policy is the migration's policy (mode, stun target and limit,
+	// rounds, non-convergence), shared with the live mode.
+	Policy
 	Fidelity Fidelity
 	// Link is the network the stream crosses; migrations in one Sim whose
 	// links have the same Name share one link's bandwidth.
 	Link Link
-	// StunTarget is the stun pre-copy aims under.
-	StunTarget time.Duration
-	// StunLimit, if set, refuses a migration whose estimated stun exceeds
-	// it, before anything is paused, and fails one whose expected stun at
-	// switchover exceeds it, leaving the VM on the source (vSphere 8.0 U2's
-	// per-VM limit; VSphere67U1StunLimit is 6.7 U1's fixed timeout).
-	StunLimit time.Duration
-	// MaxRounds bounds pre-copy rounds, round 0 included.
-	MaxRounds int
-	// OnNonConvergence is the policy when pre-copy does not converge.
-	OnNonConvergence NonConvergence
-	// Throttle shapes the Throttle policy; zero means DefaultThrottle.
-	Throttle ThrottleSteps
 	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
 	// mode and Legacy67U1Costs in Legacy mode.
 	Costs StunCosts
@@ -158,7 +148,7 @@ type Config struct {
 	MetricsWindow time.Duration
 	// Timeout is how long, in simulated time, the source waits on a link
 	// that stopped carrying bytes (FaultLinkStall) before it gives the
-	// migration up; zero means DefaultLiveTimeout, the live mode's.
+	// migration up; zero means DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -171,26 +161,15 @@ func (c Config) level() checkpoint.Level {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Mode == 0 {
-		c.Mode = PreCopy
+	var err error
+	if c.Policy, err = c.Policy.withDefaults(); err != nil {
+		return c, err
 	}
 	if c.Fidelity == 0 {
 		c.Fidelity = Bytes
 	}
 	if c.Link.BandwidthBitsPerSec == 0 && c.Link.Name == "" {
 		c.Link = GbE10
-	}
-	if c.StunTarget == 0 {
-		c.StunTarget = DefaultStunTarget
-	}
-	if c.MaxRounds == 0 {
-		c.MaxRounds = DefaultMaxRounds
-	}
-	if c.OnNonConvergence == 0 {
-		c.OnNonConvergence = Throttle
-	}
-	if c.Throttle == (ThrottleSteps{}) {
-		c.Throttle = DefaultThrottle
 	}
 	if c.Costs == (StunCosts{}) {
 		c.Costs = PreCopyCosts
@@ -205,21 +184,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.MetricsWindow = time.Second
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultLiveTimeout
+		c.Timeout = DefaultTimeout
 	}
 	switch {
-	case c.Mode != PreCopy && c.Mode != Legacy:
-		return c, fmt.Errorf("%w: unknown mode %v", ErrConfig, c.Mode)
 	case c.Fidelity != Bytes && c.Fidelity != Model:
 		return c, fmt.Errorf("%w: unknown fidelity %v", ErrConfig, c.Fidelity)
-	case c.OnNonConvergence < Throttle || c.OnNonConvergence > Abort:
-		return c, fmt.Errorf("%w: unknown policy %v", ErrConfig, c.OnNonConvergence)
-	case c.StunTarget < 0 || c.StunLimit < 0 || c.Timeout < 0:
-		return c, fmt.Errorf("%w: negative stun target, limit or timeout", ErrConfig)
-	case c.MaxRounds < 1 || c.MaxRounds > 1000:
-		return c, fmt.Errorf("%w: max rounds %d outside [1, 1000]", ErrConfig, c.MaxRounds)
-	case !(c.Throttle.Start > 0 && c.Throttle.Step >= 0 && c.Throttle.Max >= c.Throttle.Start && c.Throttle.Max < 1):
-		return c, fmt.Errorf("%w: throttle steps %+v", ErrConfig, c.Throttle)
+	case c.Timeout < 0:
+		return c, fmt.Errorf("%w: negative timeout", ErrConfig)
 	case c.Costs.Quiesce < 0 || c.Costs.DeviceCheckpoint < 0 || c.Costs.Resume < 0 || c.Costs.CheckpointPathBytesPerSec < 0:
 		return c, fmt.Errorf("%w: negative stun cost", ErrConfig)
 	case c.BatchBytes < 4096 || c.BatchBytes > checkpoint.MaxBatchBytes:

@@ -55,7 +55,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("switch anyway", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
-		rep, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Model, OnNonConvergence: SwitchAnyway})
+		rep, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway}, Link: GbE1, Fidelity: Model})
 		must(t, err)
 		if rep.Switchover != DirtyRateTooHigh || rep.MaxThrottle != 0 || rep.MeetsStandard() {
 			t.Fatalf("switchover %v, throttle %v, stun %v", rep.Switchover, rep.MaxThrottle, rep.Stun)
@@ -64,7 +64,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
-		_, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Model, OnNonConvergence: Abort})
+		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: Abort}, Link: GbE1, Fidelity: Model})
 		var pe *PhaseError
 		if !errors.Is(err, ErrNotConverged) || !errors.As(err, &pe) || pe.Phase != PhasePreCopy {
 			t.Fatalf("err %v", err)
@@ -79,7 +79,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 		vm := hotVM(t, src)
 		// The floor passes the limit at the start; the dirty framebuffer
 		// at switchover does not.
-		_, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Model, OnNonConvergence: SwitchAnyway, StunLimit: 2 * time.Second})
+		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway, StunLimit: 2 * time.Second}, Link: GbE1, Fidelity: Model})
 		var pe *PhaseError
 		if !errors.Is(err, ErrStunLimit) || !errors.As(err, &pe) || pe.Phase != PhasePreCopy {
 			t.Fatalf("err %v", err)

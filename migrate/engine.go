@@ -185,12 +185,12 @@ func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id
 		return Traffic{}, wrap(ErrConfig, ErrClosed)
 	}
 	if set == nil {
-		var err error
-		if set, err = usedPages(r, e.used); err != nil {
+		if err := r.UsedPages(e.used); err != nil {
 			return Traffic{}, wrap(ErrSource, err)
 		}
+		set = e.used
 	}
-	j := batchJob{r: r, set: set, id: id, pages: max(1, e.cfg.BatchBytes/r.PageSize())}
+	j := batchJob{r: r, set: set, id: id, pages: checkpoint.PagesPerBatch(e.cfg.BatchBytes, r.PageSize())}
 	if e.jobs == nil {
 		return e.copySerial(ctx, dst, j)
 	}

@@ -59,6 +59,50 @@ func streamOf(t tb, r *memory.Region, level checkpoint.Level, batchBytes int, al
 	return buf.Bytes()
 }
 
+// encodePages is the engine's naive reference: it encodes the pages of set
+// from r one at a time, cutting a batch when the next page would take it
+// past batchBytes (and never leaving one empty), and hands each to write.
+func encodePages(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set *memory.PageSet,
+	batchBytes int, write func(checkpoint.EncodedBatch) error) (Traffic, error) {
+	var tr Traffic
+	ps := r.PageSize()
+	flush := func() error {
+		if enc.Len() == 0 {
+			return nil
+		}
+		b, err := enc.Finish()
+		if err != nil {
+			return wrap(ErrSource, err)
+		}
+		tr.Pages += int64(b.Pages)
+		tr.ZeroPages += int64(b.ZeroPages)
+		tr.RawBytes += int64(b.RawBytes)
+		if err := write(b); err != nil {
+			return wrap(ErrStream, err)
+		}
+		return wrap0(ErrSource, enc.Begin(id, ps))
+	}
+	if err := enc.Begin(id, ps); err != nil {
+		return tr, wrap(ErrSource, err)
+	}
+	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
+		if enc.Len() > 0 && enc.RawBytes()+ps > batchBytes {
+			if err := flush(); err != nil {
+				return tr, err
+			}
+		}
+		if err := enc.AddFrom(r, p); err != nil {
+			return tr, wrap(ErrSource, err)
+		}
+	}
+	return tr, flush()
+}
+
+// usedPages is the pages of r in use, the reference's nil set.
+func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
+	return dst, r.UsedPages(dst)
+}
+
 // referenceStream is the stream of the serial reference, encodePages.
 func referenceStream(t tb, r *memory.Region, set *memory.PageSet, level checkpoint.Level, batchBytes int) ([]byte, Traffic) {
 	t.Helper()

@@ -28,29 +28,40 @@ type StunEstimate struct {
 
 // stunInputs are what an estimate is computed from.
 type stunInputs struct {
-	mode                Mode
-	costs               StunCosts
-	link                Link
-	devices             int
-	deviceStateBytes    int64
-	dirtyRawBytes       int64 // pages to send during the stun, raw
-	wireNum, wireDen    int64 // wire bytes per raw byte
-	bandwidthBps        int64
-	usedFramebufferRaw  int64 // Legacy: framebuffer pages copied in the stun
-	pcieBps, checkpoint int64
+	mode               Mode
+	costs              StunCosts
+	latency            time.Duration // waited on in the stun beyond transfer times
+	devices            int
+	deviceStateBytes   int64
+	dirtyRawBytes      int64 // pages to send during the stun, raw
+	wireNum, wireDen   int64 // wire bytes per raw byte
+	bandwidthBps       int64
+	usedFramebufferRaw int64 // Legacy: framebuffer pages copied in the stun
+	pcieBps            int64 // 0: the device states' PCIe transfer is not modelled
 }
 
+// estimate is the one expected-stun formula of the package: the fixed
+// costs (quiesce, each device checkpoint's fixed part, the device states
+// over PCIe at save and at restore, resume), the dirty pages at the wire
+// ratio and the device states over the bandwidth, the stun's latency, and
+// in Legacy mode the used framebuffer's passage through the checkpoint
+// path or the link, whichever is slower.
 func (in stunInputs) estimate() StunEstimate {
 	var e StunEstimate
-	stateOverPCIe := transferTime(in.deviceStateBytes, in.pcieBps)
+	stateOverPCIe := time.Duration(0)
+	if in.pcieBps > 0 {
+		stateOverPCIe = transferTime(in.deviceStateBytes, in.pcieBps)
+	}
 	e.Fixed = in.costs.Quiesce + time.Duration(in.devices)*in.costs.DeviceCheckpoint + 2*stateOverPCIe + in.costs.Resume
 	wire := scaleBytes(in.dirtyRawBytes, in.wireNum, in.wireDen) + in.deviceStateBytes
-	// Three transfers in the stun — final RAM, final framebuffer, device
-	// state — each waits for its last byte's flight.
-	e.dirtyWire = transferTime(wire, in.bandwidthBps) + 3*in.link.Latency
+	e.dirtyWire = transferTime(wire, in.bandwidthBps) + in.latency
 	e.Pages = e.dirtyWire
 	if in.mode == Legacy && in.usedFramebufferRaw > 0 {
-		path := transferTime(in.usedFramebufferRaw, in.checkpoint)
+		pathBps := in.costs.CheckpointPathBytesPerSec
+		if pathBps == 0 {
+			pathBps = in.pcieBps
+		}
+		path := transferTime(in.usedFramebufferRaw, pathBps)
 		link := transferTime(scaleBytes(in.usedFramebufferRaw, in.wireNum, in.wireDen), in.bandwidthBps)
 		e.CheckpointPath = max(path, link)
 	}
@@ -58,38 +69,11 @@ func (in stunInputs) estimate() StunEstimate {
 	return e
 }
 
-// expectedStun is the switchover rule's prediction after a round: the
-// pages dirty now, at the wire ratio measured so far, over the bandwidth
-// measured in the round, plus the fixed costs.
-func (m *Migration) expectedStun(dirtyRaw, bandwidthBps int64) StunEstimate {
-	in := m.stunInputs(m.vm)
-	in.dirtyRawBytes = dirtyRaw
-	in.wireNum, in.wireDen = m.wireNum(), m.wireDen()
-	in.bandwidthBps = bandwidthBps
-	if m.cfg.Mode == Legacy {
-		for _, r := range m.srcRegs[1:] {
-			in.usedFramebufferRaw += usedBytes(r)
-		}
-	}
-	return in.estimate()
-}
-
-func (m *Migration) stunInputs(vm *vgpu.VM) stunInputs {
-	in := stunInputs{mode: m.cfg.Mode, costs: m.cfg.Costs, link: m.cfg.Link, devices: len(vm.VGPUs()),
-		deviceStateBytes: m.stateBytes, pcieBps: vm.Host().Config().GPU.PCIeDMABytesPerSec}
-	in.checkpoint = m.checkpointPathRate()
-	return in
-}
-
-// usedBytes is the size of r's pages not in their initial state.
+// usedBytes is the size of r's pages in use; a region that cannot be read
+// counts none.
 func usedBytes(r *memory.Region) int64 {
-	n := int64(0)
-	for p := range r.Pages() {
-		if st, err := r.PageState(p); err == nil && (st.Gen != 0 || st.Class != memory.ClassZero) {
-			n++
-		}
-	}
-	return n * int64(r.PageSize())
+	n, _ := r.UsedBytes()
+	return n
 }
 
 // deviceStateBytes is the size the VM's device states would have if saved
@@ -111,10 +95,10 @@ func deviceStateBytes(vm *vgpu.VM) (int64, error) {
 }
 
 // estimate is the stun of cfg's migration of vm if pre-copy converged with
-// nothing left dirty: the floor of a PreCopy migration's stun (the
-// switchover rule lets at most StunTarget more in), and, in Legacy mode,
-// the stun itself, which is dominated by the used framebuffer's passage
-// through the checkpoint path.
+// nothing left dirty (CoreConfig.floor): the floor of a PreCopy
+// migration's stun (the switchover rule lets at most StunTarget more in),
+// and, in Legacy mode, the stun itself, which is dominated by the used
+// framebuffer's passage through the checkpoint path.
 func estimate(vm *vgpu.VM, cfg Config) (StunEstimate, error) {
 	if err := vm.CheckMigratable(); err != nil {
 		return StunEstimate{}, wrap(ErrIncompatible, err)
@@ -123,19 +107,7 @@ func estimate(vm *vgpu.VM, cfg Config) (StunEstimate, error) {
 	if err != nil {
 		return StunEstimate{}, err
 	}
-	gpu := vm.Host().Config().GPU
-	in := stunInputs{mode: cfg.Mode, costs: cfg.Costs, link: cfg.Link, devices: len(vm.VGPUs()),
-		deviceStateBytes: stateBytes, wireNum: 1, wireDen: 1, bandwidthBps: cfg.Link.GoodputBytesPerSec(),
-		pcieBps: gpu.PCIeDMABytesPerSec, checkpoint: cfg.Costs.CheckpointPathBytesPerSec}
-	if in.checkpoint == 0 {
-		in.checkpoint = gpu.PCIeDMABytesPerSec
-	}
-	if cfg.Mode == Legacy {
-		for _, r := range vm.Framebuffers() {
-			in.usedFramebufferRaw += usedBytes(r)
-		}
-	}
-	return in.estimate(), nil
+	return simCoreConfig(vm, cfg, stateBytes).floor(), nil
 }
 
 // EstimateStun predicts, before any migration, the stun of migrating vm
@@ -149,7 +121,7 @@ func EstimateStun(vm *vgpu.VM, link Link, mode Mode) (StunEstimate, error) {
 	if vm == nil {
 		return StunEstimate{}, fmt.Errorf("%w: nil VM", ErrConfig)
 	}
-	cfg, err := Config{Mode: mode, Link: link}.withDefaults()
+	cfg, err := Config{Policy: Policy{Mode: mode}, Link: link}.withDefaults()
 	if err != nil {
 		return StunEstimate{}, err
 	}

@@ -63,7 +63,7 @@ func (m *Migration) Inject(f Fault) error {
 	if f < FaultLinkDown || f > FaultDestinationGone {
 		return fmt.Errorf("%w: unknown fault %v", ErrConfig, f)
 	}
-	switch m.phase {
+	switch m.core.Phase() {
 	case PhaseFailed, PhaseDone:
 		return nil
 	case PhaseRelease:
@@ -92,7 +92,8 @@ func (m *Migration) stall() {
 	m.transferring = false
 	m.ls.share.start(m.flow, 0, 0)
 	m.setTimer(m.sim.now + m.cfg.Timeout)
-	m.event(-1, fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout))
+	m.core.emit(Event{Kind: Notice, Round: -1, Detail: fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout)})
+	m.publish()
 }
 
 // FailLink injects f, FaultLinkDown or FaultLinkStall, into every active

@@ -98,17 +98,16 @@ func (lw *liveWorld) attempt(t *testing.T, to *vgpu.Host, pl livePlan, timeout t
 	var advErr error
 	// Pages go uncompressed, so that the final pages outgrow the source's
 	// buffer and leave it in the phase that sends them.
-	scfg := LiveConfig{Engine: EngineConfig{Level: checkpoint.LevelNone}, StunTarget: time.Nanosecond, MaxRounds: liveRounds, Timeout: timeout, Lock: lw.run,
-		Progress: func(p Progress) {
-			if p.Kind != RoundFinished {
-				return
-			}
-			lw.run.Lock()
-			if !lw.frozen {
-				advErr = errors.Join(advErr, lw.src.Advance(liveRoundGap))
-			}
-			lw.run.Unlock()
-		}}
+	scfg := LiveConfig{Policy: Policy{StunTarget: time.Nanosecond, MaxRounds: liveRounds}, Engine: EngineConfig{Level: checkpoint.LevelNone}, Timeout: timeout, Lock: lw.run, Progress: func(p Event) {
+		if p.Kind != RoundEnded {
+			return
+		}
+		lw.run.Lock()
+		if !lw.frozen {
+			advErr = errors.Join(advErr, lw.src.Advance(liveRoundGap))
+		}
+		lw.run.Unlock()
+	}}
 	rcfg := ReceiveConfig{Timeout: timeout}
 	if pl.handshake {
 		rcfg.MaxBatchBytes = DefaultBatchBytes / 2

@@ -64,7 +64,7 @@ func newFaultWorld(t testing.TB, paused bool) *faultWorld {
 // (about 300 ms), so that a running VM takes a second round and then
 // converges; a short stall timeout keeps the stall cells quick.
 func faultConfig(fid Fidelity) Config {
-	return Config{Fidelity: fid, Link: slowLink, StunTarget: 310 * time.Millisecond, Timeout: 2 * time.Second}
+	return Config{Policy: Policy{StunTarget: 310 * time.Millisecond}, Fidelity: fid, Link: slowLink, Timeout: 2 * time.Second}
 }
 
 // cleanRun is the events of a migration run to its end without a fault.

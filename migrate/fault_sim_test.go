@@ -78,7 +78,7 @@ func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, fid Fidelit
 	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(fid))
 	must(t, err)
 	advanceChecking(t, fw, events, at)
-	if m.Phase() != p.phase || p.round >= 0 && m.round != p.round {
+	if m.Phase() != p.phase || p.round >= 0 && m.core.Round() != p.round {
 		t.Fatalf("at %v the migration is in %v, want %s", at, m.Phase(), p.name)
 	}
 	before := imageOf(t, fw.vm)

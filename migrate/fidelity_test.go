@@ -23,7 +23,7 @@ func TestFidelitiesAgree(t *testing.T) {
 				src, dst := hostPair(t, memory.Synthetic, 1)
 				vm := calibrationVMSized(t, src, 2*GiB, 128*MiB, 1*GiB)
 				start := time.Now()
-				rep, err := Migrate(vm, dst, Config{Mode: mode, Fidelity: fid})
+				rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: mode}, Fidelity: fid})
 				must(t, err)
 				reps[i] = rep
 				t.Logf("%v: stun %v, wire %d bytes, ratio %.3f (wall %v)", fid, rep.Stun, rep.WireBytes, rep.CompressionRatio, time.Since(start))

@@ -199,7 +199,7 @@ func hostileRecordMigration(v hostileVariant, streamID uint64, touch bool) (*hos
 		io.Reader
 		io.Writer
 	}{sc, io.MultiWriter(sc, &sent)}
-	scfg := LiveConfig{Mode: v.mode, Engine: EngineConfig{Level: v.level, BatchBytes: hostileBatchBytes}, StreamID: streamID, DigestWorkers: 1}
+	scfg := LiveConfig{Policy: Policy{Mode: v.mode}, Engine: EngineConfig{Level: v.level, BatchBytes: hostileBatchBytes}, StreamID: streamID, DigestWorkers: 1}
 	rcfg := ReceiveConfig{DigestWorkers: 1}
 	if v.encrypted {
 		scfg.EncryptionKey, rcfg.EncryptionKey = hostileKey, hostileKey

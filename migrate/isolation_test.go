@@ -98,7 +98,7 @@ func abortIn(t *testing.T, p abortPoint, k abortKind, whole bool) int {
 	s, vm, src, dst := newSecretWorld(t)
 	m, err := s.Start(vm, dst, isolationConfig())
 	must(t, err)
-	for m.Phase() != p.phase || p.round >= 0 && m.round != p.round {
+	for m.Phase() != p.phase || p.round >= 0 && m.core.Round() != p.round {
 		if _, ok, err := m.Step(); err != nil || !ok {
 			t.Fatalf("the migration ended in %v before %s: %v", m.Phase(), p.name, m.Err())
 		}
@@ -109,7 +109,7 @@ func abortIn(t *testing.T, p abortPoint, k abortKind, whole bool) int {
 		if _, err := s.Advance(2 * time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		if m.Phase() != p.phase || m.round != p.round {
+		if m.Phase() != p.phase || m.core.Round() != p.round {
 			t.Fatal("round 0 ended within 2 ms")
 		}
 	}

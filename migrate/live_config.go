@@ -10,24 +10,28 @@ import (
 	"github.com/vgpusim/vgpusim/checkpoint"
 )
 
-// DefaultLiveTimeout is how long a live migration waits on a connection
-// that makes no progress — a read that returns nothing, a write the peer
-// does not drain, an answer that does not come — before it fails.
-const DefaultLiveTimeout = 30 * time.Second
+// Clock tells the live mode the time. The wall clock is the default;
+// tests inject one they move themselves, so that a live migration over
+// in-memory connections runs without sleeping and, over a simulated
+// network, deterministically. Connection deadlines stay on the wall
+// clock: they are the sockets' own.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // LiveConfig describes the source's side of a live migration (Send). The
 // zero value means pre-copy with the simulated mode's defaults, one
 // encoding worker, zstd at its fastest and no encryption.
 type LiveConfig struct {
-	// Mode, StunTarget, StunLimit, MaxRounds, OnNonConvergence and
-	// Throttle mean what they mean in Config; the switchover rule is the
-	// simulated mode's, fed with the rates measured on the connection.
-	Mode             Mode
-	StunTarget       time.Duration
-	StunLimit        time.Duration
-	MaxRounds        int
-	OnNonConvergence NonConvergence
-	Throttle         ThrottleSteps
+	// Policy means what it means in Config: the switchover rule, the
+	// expected stun, the non-convergence policy and the stun limit are
+	// the simulated mode's (the same Core decides), fed with the rates
+	// and costs measured on the connections.
+	Policy
 
 	// Engine configures the copy engine: workers, batches in flight, batch
 	// size and compression level (checkpoint.LevelNone to send pages
@@ -44,7 +48,7 @@ type LiveConfig struct {
 	EncryptionKey []byte
 
 	// Timeout bounds every wait on a connection; zero means
-	// DefaultLiveTimeout. It is enforced with the connections' deadlines
+	// DefaultTimeout. It is enforced with the connections' deadlines
 	// where they have them (net.Conn does); otherwise only the context
 	// bounds a stalled peer.
 	Timeout time.Duration
@@ -52,35 +56,43 @@ type LiveConfig struct {
 	// touches the VM (pause, device save, throttle, release), and whoever
 	// runs the VM — a Runner — holds it while it advances the host.
 	Lock sync.Locker
-	// Progress, if set, receives the migration's progress on Send's
+	// Progress, if set, receives the migration's events on Send's
 	// goroutine; it must not block for long.
-	Progress func(Progress)
-	// Logger, if set, receives the same progress as structured records.
+	Progress func(Event)
+	// Logger, if set, receives the same events as structured records.
 	Logger *slog.Logger
+	// Clock, if set, is the clock the migration's times and rates are
+	// measured on; nil means the wall clock.
+	Clock Clock
 }
 
 func (c LiveConfig) withDefaults() (LiveConfig, error) {
-	sim, err := Config{
-		Mode: c.Mode, StunTarget: c.StunTarget, StunLimit: c.StunLimit, MaxRounds: c.MaxRounds,
-		OnNonConvergence: c.OnNonConvergence, Throttle: c.Throttle, BatchBytes: c.Engine.BatchBytes,
-		EncryptionKey: c.EncryptionKey,
-	}.withDefaults()
-	if err != nil {
+	var err error
+	if c.Policy, err = c.Policy.withDefaults(); err != nil {
 		return c, err
 	}
-	c.Mode, c.StunTarget, c.MaxRounds = sim.Mode, sim.StunTarget, sim.MaxRounds
-	c.OnNonConvergence, c.Throttle, c.Engine.BatchBytes = sim.OnNonConvergence, sim.Throttle, sim.BatchBytes
+	if c.Engine.BatchBytes == 0 {
+		c.Engine.BatchBytes = DefaultBatchBytes
+	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultLiveTimeout
+		c.Timeout = DefaultTimeout
 	}
 	if c.DigestWorkers == 0 {
 		c.DigestWorkers = runtime.GOMAXPROCS(0)
 	}
-	if c.Timeout < 0 || c.DigestWorkers < 0 {
+	switch {
+	case c.Engine.BatchBytes < 4096 || c.Engine.BatchBytes > checkpoint.MaxBatchBytes:
+		return c, fmt.Errorf("%w: batch of %d bytes outside [4 KiB, 64 MiB]", ErrConfig, c.Engine.BatchBytes)
+	case c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize:
+		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
+	case c.Timeout < 0 || c.DigestWorkers < 0:
 		return c, fmt.Errorf("%w: negative timeout %v or digest workers %d", ErrConfig, c.Timeout, c.DigestWorkers)
 	}
 	if c.Lock == nil {
 		c.Lock = new(sync.Mutex)
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
 	}
 	return c, nil
 }
@@ -106,12 +118,13 @@ type ReceiveConfig struct {
 	// digest at the end of the stream, while the VM is stopped; zero
 	// means GOMAXPROCS.
 	DigestWorkers int
-	// Timeout, Lock, Progress and Logger mean what they mean in
+	// Timeout, Lock, Progress, Logger and Clock mean what they mean in
 	// LiveConfig, for the destination host.
 	Timeout  time.Duration
 	Lock     sync.Locker
-	Progress func(Progress)
+	Progress func(Event)
 	Logger   *slog.Logger
+	Clock    Clock
 }
 
 const defaultMaxBatchBytes = 16 << 20
@@ -124,7 +137,7 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 		c.MaxBatchBytes = defaultMaxBatchBytes
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultLiveTimeout
+		c.Timeout = DefaultTimeout
 	}
 	if c.DigestWorkers == 0 {
 		c.DigestWorkers = runtime.GOMAXPROCS(0)
@@ -134,6 +147,9 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 	}
 	if c.Lock == nil {
 		c.Lock = new(sync.Mutex)
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
 	}
 	return c, nil
 }

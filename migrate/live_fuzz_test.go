@@ -134,7 +134,7 @@ func recordMigration(t testing.TB, mode Mode, level checkpoint.Level) []byte {
 		io.Writer
 	}{sc[0], io.MultiWriter(sc[0], &sent)}
 	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc),
-		LiveConfig{Mode: mode, Engine: EngineConfig{Level: level}}, ReceiveConfig{})
+		LiveConfig{Policy: Policy{Mode: mode}, Engine: EngineConfig{Level: level}}, ReceiveConfig{})
 	if res.srcErr != nil || res.dstErr != nil {
 		t.Fatalf("recording a migration: source: %v; destination: %v", res.srcErr, res.dstErr)
 	}

@@ -43,18 +43,18 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 		ahead[i] = withReadAhead(c)
 	}
 	defer stopReadAhead(ahead)
-	r := &receiver{cfg: cfg, host: host, conns: newConnSet(ahead, cfg.Timeout), ahead: ahead, ctx: ctx, start: time.Now()}
-	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, start: r.start}
+	r := &receiver{cfg: cfg, host: host, conns: newConnSet(ahead, cfg.Timeout), ahead: ahead, ctx: ctx, start: cfg.Clock.Now()}
+	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, clock: cfg.Clock, start: r.start}
 	stop := context.AfterFunc(ctx, r.conns.closeAll)
 	defer stop()
-	r.rep.Destination, r.rep.Fidelity, r.rep.Link = host.Name(), Live, link
+	r.rep.Destination, r.rep.Fidelity, r.rep.Live, r.rep.Link = host.Name(), Bytes, true, link
 	r.phase = PhaseSetup
 	if err := r.run(); err != nil {
 		return nil, r.fail(err), r.err
 	}
 	_ = r.rd.Close()
 	rep := r.closeReport(PhaseDone)
-	r.prog.emit(Progress{Kind: Done, Phase: PhaseDone, Round: -1, WireBytes: r.wire()})
+	r.prog.emit(Event{Kind: Done, At: r.since(), Phase: PhaseDone, Round: -1, WireBytes: r.wire()})
 	return r.in, rep, nil
 }
 
@@ -98,7 +98,7 @@ func (r *receiver) run() error {
 	if err := r.openStream(data, h); err != nil {
 		return err
 	}
-	r.tally.begin(r.rd.Metadata(), r.wire(), time.Since(r.start))
+	r.tally.begin(r.rd.Metadata(), r.wire(), r.since())
 	if err := r.apply(); err != nil {
 		return err
 	}
@@ -226,11 +226,11 @@ func (r *receiver) apply() error {
 		}
 		switch t {
 		case checkpoint.RecordEndRound:
-			r.tally.endRound(r.wire(), time.Since(r.start))
-			r.prog.emit(Progress{Kind: RoundFinished, Phase: r.phase, Round: round, WireBytes: r.wire()})
+			r.tally.endRound(r.wire(), r.since())
+			r.prog.emit(Event{Kind: RoundEnded, At: r.since(), Phase: r.phase, Round: round, WireBytes: r.wire()})
 			round++
 		case checkpoint.RecordPageBatch:
-			r.tally.batch(r.rd.Batch(), r.wire(), time.Since(r.start))
+			r.tally.batch(r.rd.Batch(), r.wire(), r.since())
 			r.prog.bytes(r.phase, round, r.wire())
 		case checkpoint.RecordDeviceState:
 			r.phase = PhaseDeviceState
@@ -248,9 +248,9 @@ func (r *receiver) restore() error {
 	if err != nil {
 		return err
 	}
-	// Commit checked every region against the digest the stream carries,
-	// so those are this side's digests too, without hashing again.
-	for _, d := range r.rd.StreamEnd().RegionDigests {
+	// The digests Commit computed from this side's own regions, which it
+	// checked against the stream's.
+	for _, d := range r.ap.RegionDigests() {
 		r.rep.RegionDigests = append(r.rep.RegionDigests, Digest(d.Digest))
 	}
 	for _, ds := range r.ap.DeviceStates() {
@@ -261,6 +261,9 @@ func (r *receiver) restore() error {
 	r.cfg.Lock.Unlock()
 	return wrap0(ErrDestination, err)
 }
+
+// since is the time since the destination's start on its clock.
+func (r *receiver) since() time.Duration { return r.cfg.Clock.Now().Sub(r.start) }
 
 func (r *receiver) wire() int64 {
 	if r.rd == nil {
@@ -289,6 +292,6 @@ func (r *receiver) fail(cause error) *Report {
 	}
 	r.err = &PhaseError{VM: r.rep.VM, Phase: r.phase, Err: cause}
 	rep := r.closeReport(PhaseFailed)
-	r.prog.emit(Progress{Kind: Failed, Phase: r.phase, Round: -1, WireBytes: r.wire(), Err: r.err})
+	r.prog.emit(Event{Kind: Failed, At: r.since(), Phase: r.phase, Round: -1, WireBytes: r.wire(), Err: r.err, Detail: r.err.Error()})
 	return rep
 }

@@ -108,9 +108,9 @@ func (r *receiver) enter(p Phase) {
 	r.phase = p
 	switch p {
 	case PhaseRestore:
-		r.tally.restoreAt = time.Since(r.start)
+		r.tally.restoreAt = r.since()
 	case PhaseResume:
-		r.tally.resumeAt = time.Since(r.start)
+		r.tally.resumeAt = r.since()
 	}
 }
 
@@ -118,7 +118,7 @@ func (r *receiver) enter(p Phase) {
 // copy of it.
 func (r *receiver) closeReport(outcome Phase) *Report {
 	rep := &r.rep
-	rep.Outcome, rep.End = outcome, time.Since(r.start)
+	rep.Outcome, rep.End = outcome, r.since()
 	rep.Total = rep.End - rep.Start
 	if pe, ok := r.err.(*PhaseError); ok {
 		rep.Error, rep.FailedIn = pe.Error(), pe.Phase

@@ -29,12 +29,12 @@ func TestLiveReceiveReport(t *testing.T) {
 			defer run.Stop()
 			sc, dc := loopbackConns(t, 2)
 			res := liveMigrate(context.Background(), vm, dst, rws(sc), rws(dc),
-				LiveConfig{Mode: mode, Engine: EngineConfig{Workers: 2}, Lock: run}, ReceiveConfig{})
+				LiveConfig{Policy: Policy{Mode: mode}, Engine: EngineConfig{Workers: 2}, Lock: run}, ReceiveConfig{})
 			if res.srcErr != nil || res.dstErr != nil {
 				t.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
 			}
 			s, d := res.srcRep, res.dstRep
-			if d.Source != "src" || d.Destination != "dst" || d.Mode != mode || d.Fidelity != Live || d.Outcome != PhaseDone {
+			if d.Source != "src" || d.Destination != "dst" || d.Mode != mode || !d.Live || d.Outcome != PhaseDone {
 				t.Fatalf("destination report: source %q, destination %q, mode %v, fidelity %v, outcome %v",
 					d.Source, d.Destination, d.Mode, d.Fidelity, d.Outcome)
 			}
@@ -135,7 +135,7 @@ func TestLiveErrorsReadOnce(t *testing.T) {
 		vm := inferenceVM(t, src, "vm-c", "P40-1Q", 64*MiB, 16*MiB, tinyModel, 3)
 		sc, dc := loopbackConns(t, 1)
 		ctx, cancel := context.WithCancel(context.Background())
-		res := liveMigrate(ctx, vm, dst, rws(sc), rws(dc), LiveConfig{Progress: func(p Progress) {
+		res := liveMigrate(ctx, vm, dst, rws(sc), rws(dc), LiveConfig{Progress: func(p Event) {
 			if p.Kind == RoundStarted {
 				cancel()
 			}

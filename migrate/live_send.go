@@ -47,11 +47,13 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg LiveConfi
 		return nil, err
 	}
 	defer eng.Close()
-	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), link: linkName(conns), eng: eng, round: -1, ctx: ctx}
+	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), link: linkName(conns), eng: eng, ctx: ctx}
 	return s.run()
 }
 
-// sender is the source's side of one live migration.
+// sender is the source's side of one live migration: the live driver of a
+// Core, which executes the Core's actions on the connections in wall time
+// (or LiveConfig.Clock's).
 type sender struct {
 	cfg   LiveConfig
 	vm    *vgpu.VM
@@ -60,82 +62,122 @@ type sender struct {
 	eng   *Engine
 	ctx   context.Context
 	prog  reporter
+	core  *Core
+	src   *sourceVM // nil if the VM could not go
 
 	ctl  *bufio.Reader // the destination's answers, on the first connection
 	bw   *bufio.Writer
 	cw   *checkpoint.Writer
 	sink progressSink
 
-	regs []*memory.Region // guest RAM, then each framebuffer
-	sets []*memory.PageSet
+	start       time.Time
+	destination string
+	states      [][]byte
+	digests     []Digest
+}
 
-	start      time.Time
-	phase      Phase
-	phaseStart time.Time
-	round      int
-	throttle   float64
-	rep        Report
-	stateBytes int64
+func (s *sender) now() time.Duration { return s.cfg.Clock.Now().Sub(s.start) }
 
-	wasRunning, pausedByUs, committed bool
-	priorThrottle                     float64
+// locked runs f holding the source host's lock.
+func (s *sender) locked(f func() error) error {
+	s.cfg.Lock.Lock()
+	defer s.cfg.Lock.Unlock()
+	return f()
 }
 
 func (s *sender) run() (*Report, error) {
-	s.start = time.Now()
-	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, start: s.start, vm: s.vm.ID()}
+	s.start = s.cfg.Clock.Now()
+	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, clock: s.cfg.Clock, start: s.start, vm: s.vm.ID()}
 	stop := context.AfterFunc(s.ctx, s.conns.closeAll)
 	defer stop()
-	s.enter(PhaseSetup)
-	err := s.setup()
-	if err == nil {
-		err = s.precopy()
-	}
-	if err == nil {
-		err = s.stun()
-	}
+	var stateBytes int64
+	var snapshot time.Duration
+	inspectErr := s.locked(func() error {
+		var err error
+		if s.src, err = newSourceVM(s.vm); err != nil {
+			return err
+		}
+		t0 := s.cfg.Clock.Now()
+		stateBytes, err = deviceStateBytes(s.vm)
+		snapshot = s.cfg.Clock.Now().Sub(t0)
+		return err
+	})
+	core, err := NewCore(CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: len(s.vm.Framebuffers()),
+		Devices: len(s.vm.VGPUs()), DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
 	if err != nil {
-		return s.fail(err)
+		return nil, err
 	}
-	s.enter(PhaseRelease)
-	s.cfg.Lock.Lock()
-	s.stopLogging()
-	rerr := s.vm.Destroy()
-	s.cfg.Lock.Unlock()
-	if rerr != nil && s.cfg.Logger != nil {
-		// The VM is already the destination's: reported, not undone.
-		s.cfg.Logger.Warn("migrate: releasing the source VM", "vm", s.vm.ID(), "error", rerr)
+	s.core = core
+	var a Action
+	if inspectErr != nil {
+		a = core.Fail(s.now(), inspectErr)
+	} else if rtt, err := s.setup(); err != nil {
+		a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+	} else {
+		core.cfg.Destination = s.destination
+		core.UpdateCosts(liveStunCosts(snapshot, len(s.vm.VGPUs())), 2*rtt)
+		a = core.Done(s.now())
 	}
-	s.enter(PhaseDone)
-	s.closeReport(nil)
-	s.prog.emit(Progress{Kind: Done, Phase: PhaseDone, Round: -1, WireBytes: s.cw.Offset()})
-	return s.report(), nil
+	for {
+		s.publish()
+		switch a.Kind {
+		case DoRollBack:
+			return s.rollBack(a)
+		case DoNothing:
+			return s.report(), nil
+		}
+		next, err := s.execute(a)
+		if err != nil {
+			next = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+		}
+		a = next
+	}
 }
 
-// setup checks the VM, shakes hands, and starts dirty logging.
-func (s *sender) setup() error {
-	s.cfg.Lock.Lock()
-	spec, err := s.inspect()
-	s.cfg.Lock.Unlock()
-	if err != nil {
-		return err
+// liveStunCosts are the live mode's fixed stun costs, measured in its own
+// setup: saving the device states took about as long as the snapshot the
+// setup took to size them, and restoring them at the destination is taken
+// to take as long again. Quiesce and resume are state changes of the
+// emulated VM, too short to count next to the transfers; the latency is
+// two of the handshake's round trips, one for ready and one for resumed.
+func liveStunCosts(snapshot time.Duration, devices int) StunCosts {
+	if devices == 0 {
+		return StunCosts{}
 	}
-	s.initReport()
+	return StunCosts{DeviceCheckpoint: 2 * snapshot / time.Duration(devices)}
+}
+
+// publish hands the Core's new events to the caller, with the stream's
+// bytes so far on the last ones.
+func (s *sender) publish() {
+	for _, e := range s.core.Events() {
+		if (e.Kind == Done || e.Kind == Failed) && s.cw != nil {
+			e.WireBytes = s.cw.Offset()
+		}
+		s.prog.emit(e)
+	}
+}
+
+// setup shakes hands, opens the stream and starts dirty logging. It
+// returns the handshake's round trip.
+func (s *sender) setup() (time.Duration, error) {
 	c0 := s.conns[0]
 	s.ctl = bufio.NewReaderSize(c0, 4<<10)
-	h := hello{Connections: len(s.conns), Encrypted: s.cfg.EncryptionKey != nil, BatchBytes: s.cfg.Engine.BatchBytes, Spec: spec,
-		Source: s.rep.Source, Mode: uint8(s.cfg.Mode)}
+	h := hello{Connections: len(s.conns), Encrypted: s.cfg.EncryptionKey != nil, BatchBytes: s.cfg.Engine.BatchBytes,
+		Spec: s.vm.IncomingSpec(), Source: s.vm.Host().Name(), Mode: uint8(s.cfg.Mode)}
+	t0 := s.cfg.Clock.Now()
 	if err := writePreamble(c0); err != nil {
-		return err
+		return 0, err
 	}
 	if err := writeMsg(c0, msgHello, h); err != nil {
-		return err
+		return 0, err
 	}
 	var a accept
 	if err := readMsg(s.ctl, msgAccept, &a); err != nil {
-		return err
+		return 0, err
 	}
-	s.rep.Destination = a.Host
+	rtt := s.cfg.Clock.Now().Sub(t0)
+	s.destination = a.Host
 
 	var out io.Writer = c0
 	if len(s.conns) > 1 {
@@ -147,39 +189,15 @@ func (s *sender) setup() error {
 	if s.cfg.EncryptionKey != nil {
 		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, s.cfg.EncryptionKey
 	}
-	if s.cw, err = checkpoint.NewWriter(s.bw, metadataOf(s.vm, s.regs), opts); err != nil {
-		return wrap(ErrConfig, err)
+	var err error
+	if s.cw, err = checkpoint.NewWriter(s.bw, metadataOf(s.vm, s.src.regs), opts); err != nil {
+		return 0, wrap(ErrConfig, err)
 	}
 	s.sink = progressSink{w: s.cw, s: s}
 	s.cfg.Lock.Lock()
-	for _, r := range s.regs {
-		r.StartDirtyLog()
-	}
+	s.src.startLogging()
 	s.cfg.Lock.Unlock()
-	return nil
-}
-
-// inspect checks that the VM can go, and notes what the migration needs of
-// it. The caller holds the lock.
-func (s *sender) inspect() (vgpu.IncomingSpec, error) {
-	vm := s.vm
-	if st := vm.State(); st != vgpu.VMRunning && st != vgpu.VMPaused {
-		return vgpu.IncomingSpec{}, fmt.Errorf("%w: VM is %v; only a running or paused VM is live-migrated", ErrIncompatible, st)
-	}
-	if err := vm.CheckMigratable(); err != nil {
-		return vgpu.IncomingSpec{}, wrap(ErrIncompatible, err)
-	}
-	n, err := deviceStateBytes(vm)
-	if err != nil {
-		return vgpu.IncomingSpec{}, err
-	}
-	s.stateBytes = n
-	s.wasRunning, s.priorThrottle = vm.State() == vgpu.VMRunning, vm.Throttle()
-	s.regs = append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...)
-	for _, r := range s.regs {
-		s.sets = append(s.sets, memory.NewPageSet(r.Pages()))
-	}
-	return vm.IncomingSpec(), nil
+	return rtt, nil
 }
 
 // metadataOf declares vm's regions to the stream: guest RAM as region 0,
@@ -203,64 +221,24 @@ type progressSink struct {
 
 func (p progressSink) WriteBatch(b checkpoint.EncodedBatch) error {
 	err := p.w.WriteBatch(b)
-	p.s.prog.bytes(p.s.phase, p.s.round, p.w.Offset())
+	p.s.prog.bytes(p.s.core.Phase(), p.s.core.Round(), p.w.Offset())
 	return err
 }
 
 // copyRegion sends region i's pages in set (nil: every page in use).
 func (s *sender) copyRegion(i int, set *memory.PageSet) (Traffic, error) {
-	return s.eng.Copy(s.ctx, s.sink, s.regs[i], uint32(i), set)
+	return s.eng.Copy(s.ctx, s.sink, s.src.regs[i], uint32(i), set)
 }
 
-// enter moves to phase p, adding the phase it leaves to the stun if the VM
-// was stopped in it.
-func (s *sender) enter(p Phase) {
-	now := time.Now()
-	if s.phase.Stunned() {
-		s.rep.addStun(s.phase, now.Sub(s.phaseStart))
-	}
-	s.phase, s.phaseStart = p, now
-}
-
-// stopLogging stops the dirty logs of the VM's regions, as a simulated
-// migration's end does. The caller holds the lock.
-func (s *sender) stopLogging() {
-	regs := s.regs
-	if regs == nil && s.vm.RAM() != nil {
-		regs = append([]*memory.Region{s.vm.RAM()}, s.vm.Framebuffers()...)
-	}
-	for _, r := range regs {
-		r.StopDirtyLog()
-	}
-}
-
-// fail ends the migration with the VM on the source, as it was, unless the
-// destination may already run it.
-func (s *sender) fail(cause error) (*Report, error) {
-	at := s.phase
-	cause = liveCause(s.ctx, s.conns, cause)
+// rollBack ends a failed migration with the VM on the source, as it was,
+// unless the destination may already run it.
+func (s *sender) rollBack(a Action) (*Report, error) {
 	s.conns.closeAll()
 	s.cfg.Lock.Lock()
-	s.stopLogging()
-	if s.committed {
-		cause = wrap(ErrInDoubt, cause)
-	}
-	if st := s.vm.State(); st == vgpu.VMRunning || st == vgpu.VMPaused {
-		// In doubt the copy stays paused, but is as it was in every other
-		// way: the migration's throttle goes with the migration.
-		_ = s.vm.SetThrottle(s.priorThrottle)
-		if !s.committed && s.pausedByUs && st == vgpu.VMPaused {
-			_ = s.vm.Resume()
-		}
+	if s.src != nil {
+		s.src.rollBack(a.InDoubt)
 	}
 	s.cfg.Lock.Unlock()
-	err := &PhaseError{VM: s.vm.ID(), Phase: at, Err: cause}
-	s.enter(PhaseFailed)
-	s.closeReport(err)
-	wire := int64(0)
-	if s.cw != nil {
-		wire = s.cw.Offset()
-	}
-	s.prog.emit(Progress{Kind: Failed, Phase: at, Round: -1, WireBytes: wire, Err: err})
-	return s.report(), err
+	s.publish()
+	return s.report(), a.Err
 }

@@ -43,10 +43,9 @@ func TestLiveMigrateLoopback(t *testing.T) {
 			run.Start()
 			defer run.Stop()
 			sc, dc := loopbackConns(t, tc.conns)
-			var kinds []ProgressKind
+			var kinds []EventKind
 			res := liveMigrate(context.Background(), vm, dst, rws(sc), rws(dc),
-				LiveConfig{Mode: tc.mode, Engine: EngineConfig{Workers: tc.workers, Level: tc.level}, EncryptionKey: tc.key, Lock: run,
-					Progress: func(p Progress) { kinds = append(kinds, p.Kind) }},
+				LiveConfig{Policy: Policy{Mode: tc.mode}, Engine: EngineConfig{Workers: tc.workers, Level: tc.level}, EncryptionKey: tc.key, Lock: run, Progress: func(p Event) { kinds = append(kinds, p.Kind) }},
 				ReceiveConfig{EncryptionKey: tc.key})
 			if res.srcErr != nil || res.dstErr != nil {
 				t.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
@@ -64,10 +63,10 @@ func TestLiveMigrateLoopback(t *testing.T) {
 				t.Fatalf("digests: source %v, destination %v", res.srcRep.RegionDigests, res.dstRep.RegionDigests)
 			}
 			r := res.srcRep
-			if r.Outcome != PhaseDone || r.Fidelity != Live || len(r.Rounds) == 0 || r.Stun <= 0 || r.Stun > r.Total || r.Destination != "dst" {
+			if r.Outcome != PhaseDone || !r.Live || len(r.Rounds) == 0 || r.Stun <= 0 || r.Stun > r.Total || r.Destination != "dst" {
 				t.Fatalf("report: %v", r)
 			}
-			if kinds[0] != RoundStarted || kinds[len(kinds)-1] != Done || !slices.Contains(kinds, SwitchedOver) || !slices.Contains(kinds, RoundFinished) {
+			if kinds[0] != PhaseStarted || kinds[len(kinds)-1] != Done || !slices.Contains(kinds, SwitchedOver) || !slices.Contains(kinds, RoundEnded) {
 				t.Fatalf("progress kinds %v", kinds)
 			}
 		})
@@ -174,7 +173,7 @@ func TestLiveCancel(t *testing.T) {
 	sc, dc := loopbackConns(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := liveMigrate(ctx, vm, dst, rws(sc), rws(dc), LiveConfig{
-		Progress: func(p Progress) {
+		Progress: func(p Event) {
 			if p.Kind == RoundStarted {
 				cancel()
 			}
@@ -199,7 +198,7 @@ func TestLiveLogs(t *testing.T) {
 	if res.srcErr != nil || res.dstErr != nil {
 		t.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
 	}
-	for _, want := range []string{"migrate: round finished", "migrate: switchover", "migrate: done", "vm=vm-l", "expected_stun="} {
+	for _, want := range []string{"migrate: round ended", "migrate: switched over", "migrate: done", "vm=vm-l", "expected_stun="} {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("log lacks %q:\n%s", want, logs.String())
 		}

@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -145,8 +146,8 @@ type modelTransport struct {
 	costs    func(costKey) (*classCosts, error)
 	w        *checkpoint.Writer
 	cw       countingWriter
-	enc      *checkpoint.BatchEncoder
-	modelled int64 // wire bytes of generated pages, not in the writer
+	eng      *Engine // the explicit pages' encoder: one worker
+	modelled int64   // wire bytes of generated pages, not in the writer
 	sent     int64
 	page     []byte
 	explicit *memory.PageSet
@@ -160,8 +161,8 @@ func newModelTransport(m *Migration, costs func(costKey) (*classCosts, error)) (
 	if t.w, err = checkpoint.NewWriter(&t.cw, streamMetadata(m), writerOptions(m)); err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
-	if t.enc, err = checkpoint.NewBatchEncoder(m.cfg.level()); err != nil {
-		return nil, wrap(ErrConfig, err)
+	if t.eng, err = NewEngine(EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -170,7 +171,7 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	src, dst := t.m.srcRegs[i], t.m.dstRegs[i]
 	if set == nil {
 		var err error
-		if set, err = usedPages(src, t.scratch); err != nil {
+		if set, err = t.scratch, src.UsedPages(t.scratch); err != nil {
 			return Traffic{}, wrap(ErrSource, err)
 		}
 	}
@@ -202,14 +203,13 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		tr.WireBytes += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
 	}
 	tr.Pages, tr.ZeroPages, tr.RawBytes = generated, counts[memory.ClassZero], generated*int64(ps)
-	batches := (tr.RawBytes + int64(t.m.cfg.BatchBytes) - 1) / int64(t.m.cfg.BatchBytes)
-	tr.WireBytes += batches * cc.perBatch
+	tr.WireBytes += checkpoint.Batches(generated, t.m.cfg.BatchBytes, ps) * cc.perBatch
 	t.modelled += tr.WireBytes
 	if t.explicit.Len() > 0 {
 		// Explicit pages have no class to regenerate from: copy them and
 		// encode them for real.
 		before := t.w.Offset()
-		et, err := encodePages(t.enc, src, uint32(i), t.explicit, t.m.cfg.BatchBytes, t.w.WriteBatch)
+		et, err := t.eng.Copy(context.Background(), t.w, src, uint32(i), t.explicit)
 		if err != nil {
 			return tr, err
 		}
@@ -277,6 +277,6 @@ func (t *modelTransport) abort() {
 }
 
 func (t *modelTransport) close() {
-	_ = t.enc.Close()
+	_ = t.eng.Close()
 	_ = t.w.Release()
 }

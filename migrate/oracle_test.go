@@ -173,7 +173,7 @@ func TestMemoryOracle(t *testing.T) {
 				w.check(t, vm)
 				s, err := NewSim(SimConfig{}, src, dst)
 				must(t, err)
-				m, err := s.Start(vm, dst, Config{Mode: mode, Fidelity: fid, Link: slowLink})
+				m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: mode}, Fidelity: fid, Link: slowLink})
 				must(t, err)
 				before := w.pos
 				runToRelease(t, m)

@@ -73,8 +73,8 @@ func TestLiveOwnerPausesDuringPreCopy(t *testing.T) {
 	vm := inferenceVM(t, src, "vm-o", "P40-1Q", 64*MiB, 16*MiB, tinyModel, 5)
 	must(t, src.Advance(50*time.Millisecond))
 	var paused []uint64
-	pause := func(p Progress) {
-		if p.Kind == RoundFinished && p.Round == 0 {
+	pause := func(p Event) {
+		if p.Kind == RoundEnded && p.Round == 0 {
 			must(t, vm.Pause()) // Progress runs on Send's goroutine
 			paused = regionDigests(t, vm)
 		}
@@ -167,7 +167,7 @@ func TestOwnerWritesDuringStun(t *testing.T) {
 					vm := counterVM(t, src, w)
 					s, err := NewSim(SimConfig{}, src, dst)
 					must(t, err)
-					m, err := s.Start(vm, dst, Config{Link: slowLink, Mode: mode})
+					m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: mode}, Link: slowLink})
 					must(t, err)
 					runTo(t, m, p)
 					// The VM ran before the migration, and runs after it

@@ -95,7 +95,10 @@ type Report struct {
 	Profiles    []string `json:"profiles"`
 	Mode        Mode     `json:"mode"`
 	Fidelity    Fidelity `json:"fidelity"`
-	Link        string   `json:"link"`
+	// Live says the migration ran over real connections on wall time
+	// (Send, Receive); its fidelity is then Bytes.
+	Live bool   `json:"live,omitempty"`
+	Link string `json:"link"`
 
 	// Outcome is PhaseDone or PhaseFailed (or the current phase while the
 	// migration runs); Error and FailedIn say why and where it failed.
@@ -187,32 +190,6 @@ func (r *Report) addStun(p Phase, d time.Duration) {
 	r.Stun += d
 }
 
-func (m *Migration) initReport() {
-	r := &m.rep
-	r.VM, r.Source, r.Destination = m.vm.ID(), m.src.Name(), m.dst.Name()
-	for _, p := range m.vm.Profiles() {
-		r.Profiles = append(r.Profiles, p.Name)
-	}
-	r.Mode, r.Fidelity, r.Link = m.cfg.Mode, m.cfg.Fidelity, m.cfg.Link.Name
-	r.Start = m.sim.now
-	r.Final.Framebuffers = make([]Traffic, len(m.srcRegs)-1)
-}
-
-// closeReport totals the report when the migration ends.
-func (m *Migration) closeReport() {
-	r := &m.rep
-	r.Outcome, r.End = m.phase, m.sim.now
-	r.Total = r.End - r.Start
-	if pe, ok := m.err.(*PhaseError); ok {
-		r.Error, r.FailedIn = pe.Error(), pe.Phase
-	}
-	r.settle()
-	r.WireBytes = m.xfer.total()
-	w := m.cfg.MetricsWindow
-	r.Before = m.metrics(r.Start-w, r.Start)
-	r.During = m.metrics(r.Start, r.End)
-}
-
 // settle sets what the report derives from its other fields: the dominant
 // stun phase, the pages' raw size and the compression ratio.
 func (r *Report) settle() {
@@ -238,22 +215,23 @@ func (r *Report) settle() {
 // After metrics grow with the time the Sim has advanced since, up to
 // MetricsWindow.
 func (m *Migration) Report() *Report {
-	r := m.rep
-	r.Outcome = m.phase
-	r.Rounds = append([]Round(nil), r.Rounds...)
-	r.StunPhases = append([]StunPhase(nil), r.StunPhases...)
-	r.Events = m.Events()
+	r := m.core.Report()
+	r.Source, r.Destination, r.Fidelity, r.Link = m.srcHost.Name(), m.dst.Name(), m.cfg.Fidelity, m.cfg.Link.Name
+	for _, p := range m.vm.Profiles() {
+		r.Profiles = append(r.Profiles, p.Name)
+	}
 	if m.Done() {
+		r.WireBytes, r.Before, r.During = m.wireBytes, m.before, m.during
 		r.After = m.metrics(r.End, min(m.sim.now, r.End+m.cfg.MetricsWindow))
 	}
-	return &r
+	return r
 }
 
 // metrics returns the workload's metrics over [from, to) of the Sim's
 // time, on the clock of the host the workload runs on.
 func (m *Migration) metrics(from, to time.Duration) vgpu.Metrics {
 	vm, base := m.vm, m.srcBase
-	if m.handedOver || m.phase == PhaseDone {
+	if m.handedOver || m.core.Phase() == PhaseDone {
 		vm, base = m.in, m.dstBase
 	}
 	w := vm.Workload()

@@ -117,7 +117,7 @@ func (s *Sim) LinkRates(name string) (rates []int64, total int64) {
 func (s *Sim) busy(h *vgpu.Host) int {
 	n := 0
 	for _, m := range s.active {
-		if m.src == h || m.dst == h {
+		if m.srcHost == h || m.dst == h {
 			n++
 		}
 	}

@@ -57,22 +57,6 @@ func writerOptions(m *Migration) checkpoint.WriterOptions {
 	return o
 }
 
-// usedPages sets dst to the pages of r not in their initial state (zero at
-// generation 0): what round 0 sends.
-func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
-	dst.Reset(r.Pages())
-	for p := range r.Pages() {
-		st, err := r.PageState(p)
-		if err != nil {
-			return nil, err
-		}
-		if st.Gen != 0 || st.Class != memory.ClassZero {
-			dst.Add(p)
-		}
-	}
-	return dst, nil
-}
-
 // byteTransport encodes pages with the checkpoint package into an
 // in-memory wire and applies them at the destination with an Applier, so
 // the destination holds exactly the bytes the stream carried.
@@ -133,44 +117,6 @@ func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	}
 	tr.WireBytes = t.w.Offset() - before
 	return tr, nil
-}
-
-// encodePages encodes the pages of set from r in batches of at most
-// batchBytes raw bytes and hands each to write, counting them.
-func encodePages(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set *memory.PageSet,
-	batchBytes int, write func(checkpoint.EncodedBatch) error) (Traffic, error) {
-	var tr Traffic
-	ps := r.PageSize()
-	flush := func() error {
-		if enc.Len() == 0 {
-			return nil
-		}
-		b, err := enc.Finish()
-		if err != nil {
-			return wrap(ErrSource, err)
-		}
-		tr.Pages += int64(b.Pages)
-		tr.ZeroPages += int64(b.ZeroPages)
-		tr.RawBytes += int64(b.RawBytes)
-		if err := write(b); err != nil {
-			return wrap(ErrStream, err)
-		}
-		return wrap0(ErrSource, enc.Begin(id, ps))
-	}
-	if err := enc.Begin(id, ps); err != nil {
-		return tr, wrap(ErrSource, err)
-	}
-	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
-		if enc.Len() > 0 && enc.RawBytes()+ps > batchBytes {
-			if err := flush(); err != nil {
-				return tr, err
-			}
-		}
-		if err := enc.AddFrom(r, p); err != nil {
-			return tr, wrap(ErrSource, err)
-		}
-	}
-	return tr, flush()
 }
 
 // wrap0 is wrap that keeps nil nil.

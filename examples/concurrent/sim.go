@@ -125,7 +125,7 @@ func migrateGroup(p params, prof vgpu.Profile, mode migrate.Mode, sched string) 
 	// Model fidelity sizes pages from one compressed sample per content
 	// class instead of encoding every page: it keeps six 12 GiB
 	// framebuffers, twice, to seconds of wall time.
-	cfg := migrate.Config{Mode: mode, Fidelity: migrate.Model, Link: p.link, MetricsWindow: metricsWindow}
+	cfg := migrate.Config{Policy: migrate.Policy{Mode: mode}, Fidelity: migrate.Model, Link: p.link, MetricsWindow: metricsWindow}
 	var ms []*migrate.Migration
 	if sched == concurrent {
 		for _, vm := range vms {

@@ -132,13 +132,13 @@ func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.R
 	in, rep, err := migrate.Receive(ctx, d.host, readWriters(conns), migrate.ReceiveConfig{
 		Timeout: d.p.timeout,
 		Lock:    d.runner,
-		Progress: func(p migrate.Progress) {
+		Progress: func(p migrate.Event) {
 			switch p.Kind {
-			case migrate.RoundFinished:
-				fmt.Fprintf(d.out, "round %d received: %s so far, at %v\n", round, megabytes(p.WireBytes), p.Elapsed.Round(time.Millisecond))
+			case migrate.RoundEnded:
+				fmt.Fprintf(d.out, "round %d received: %s so far, at %v\n", round, megabytes(p.WireBytes), p.At.Round(time.Millisecond))
 				round++
 			case migrate.Done:
-				fmt.Fprintf(d.out, "received %s in %v\n", megabytes(p.WireBytes), p.Elapsed.Round(time.Millisecond))
+				fmt.Fprintf(d.out, "received %s in %v\n", megabytes(p.WireBytes), p.At.Round(time.Millisecond))
 			}
 		},
 	})

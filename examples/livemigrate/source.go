@@ -73,14 +73,7 @@ func runSource(ctx context.Context, p params, addr string, out io.Writer) (rep *
 	// still open, and done with.
 	defer closeAll(conns)
 	prog := &sourceProgress{out: out}
-	rep, err = migrate.Send(ctx, vm, readWriters(conns), migrate.LiveConfig{
-		Mode:       p.mode,
-		StunTarget: p.stunTarget,
-		Engine:     p.engine,
-		Timeout:    p.timeout,
-		Lock:       runner,
-		Progress:   prog.print,
-	})
+	rep, err = migrate.Send(ctx, vm, readWriters(conns), migrate.LiveConfig{Policy: migrate.Policy{Mode: p.mode, StunTarget: p.stunTarget}, Engine: p.engine, Timeout: p.timeout, Lock: runner, Progress: prog.print})
 	printReport(out, rep)
 	if err != nil && rep != nil {
 		// A failed migration leaves the VM where it was, as it was.
@@ -139,23 +132,20 @@ func readWriters(conns []net.Conn) []io.ReadWriter {
 // sourceProgress prints the source's progress: a line per round and one at
 // the switchover.
 type sourceProgress struct {
-	out        io.Writer
-	roundStart int64 // the stream's size when the round began
-	rounds     int
+	out    io.Writer
+	rounds int
 }
 
-func (s *sourceProgress) print(p migrate.Progress) {
+func (s *sourceProgress) print(p migrate.Event) {
 	switch p.Kind {
-	case migrate.RoundStarted:
-		s.roundStart = p.WireBytes
-	case migrate.RoundFinished:
+	case migrate.RoundEnded:
 		s.rounds++
-		// Progress carries no page count; the report's round lines have it.
+		// an event carries no page count; the report's round lines have it.
 		fmt.Fprintf(s.out, "round %d: %s on the wire at %.1f MB/s, dirtied %.1f MB/s, expected stun %v\n",
-			p.Round, megabytes(p.WireBytes-s.roundStart), mbps(p.BandwidthBytesPerSec), mbps(p.DirtyRateBytesPerSec),
+			p.Round, megabytes(p.WireBytes), mbps(p.BandwidthBytesPerSec), mbps(p.DirtyRateBytesPerSec),
 			p.ExpectedStun.Round(time.Microsecond))
 	case migrate.SwitchedOver:
 		fmt.Fprintf(s.out, "switchover after %d round(s) at %v: expected stun %v\n",
-			s.rounds, p.Elapsed.Round(time.Millisecond), p.ExpectedStun.Round(time.Microsecond))
+			s.rounds, p.At.Round(time.Millisecond), p.ExpectedStun.Round(time.Microsecond))
 	}
 }

@@ -122,7 +122,7 @@ func simulateRun(p params, model vgpu.Model, mode migrate.Mode) (serviceRun, err
 			// Model fidelity sizes pages from one compressed sample per
 			// content class instead of encoding every page; the stun and
 			// wire bytes agree with Bytes fidelity within 2 %.
-			mig, err = sim.Start(vm, dst, migrate.Config{Mode: mode, Fidelity: migrate.Model, Link: p.link})
+			mig, err = sim.Start(vm, dst, migrate.Config{Policy: migrate.Policy{Mode: mode}, Fidelity: migrate.Model, Link: p.link})
 			if err != nil {
 				return serviceRun{}, err
 			}

@@ -132,7 +132,7 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	}
 
 	r := row{profile: prof.Name, fbBytes: prof.FramebufferBytes, usedBytes: used, mode: mode}
-	cfg := migrate.Config{Mode: mode, Fidelity: migrate.Model, Link: p.link}
+	cfg := migrate.Config{Policy: migrate.Policy{Mode: mode}, Fidelity: migrate.Model, Link: p.link}
 	if mode == migrate.Legacy {
 		r.published = publishedStun(prof.FramebufferBytes)
 		// The limit 6.7 U1 enforced: a migration whose estimate is over

@@ -1,0 +1,34 @@
+package memory
+
+// InUse reports whether a page in state s is not in its initial state:
+// written or stored since its region was made or last scrubbed, or holding
+// content other than zeros. It is the one test of "a page in use" — what a
+// migration's first round sends, what a checkpoint of a whole region
+// holds, and what a Legacy stun moves of a framebuffer.
+func (s PageState) InUse() bool { return s.Gen != 0 || s.Class != ClassZero }
+
+// UsedPages resets dst to r's size and adds every page of r that is in use
+// (PageState.InUse). It fails, with dst partly filled, only if r cannot be
+// read (a window whose parent was unmapped).
+func (r *Region) UsedPages(dst *PageSet) error {
+	dst.Reset(r.Pages())
+	for p := range r.Pages() {
+		st, err := r.PageState(p)
+		if err != nil {
+			return err
+		}
+		if st.InUse() {
+			dst.Add(p)
+		}
+	}
+	return nil
+}
+
+// UsedBytes is the size of r's pages in use.
+func (r *Region) UsedBytes() (int64, error) {
+	var set PageSet
+	if err := r.UsedPages(&set); err != nil {
+		return 0, err
+	}
+	return int64(set.Len()) * int64(r.PageSize()), nil
+}

@@ -1,0 +1,125 @@
+package migrate
+
+import (
+	"fmt"
+	"time"
+)
+
+// beginRound starts the next pre-copy round at now. Round 0 sends every
+// page in use; later rounds send the pages dirtied while the previous one
+// was on the wire.
+func (c *Core) beginRound(now time.Duration) Action {
+	c.round++
+	c.cur = Round{Index: c.round, Start: now, Throttle: c.throttle, Framebuffers: make([]Traffic, c.cfg.Framebuffers)}
+	c.enter(now, PhasePreCopy, RoundStarted, "")
+	return Action{Kind: DoCopyRound, Round: c.round, Regions: c.cfg.Policy.tracked(c.cfg.Framebuffers + 1), AllInUse: c.round == 0}
+}
+
+// RoundArrived reports at now that the round sent has arrived, with
+// dirtyBytes the raw size of the pages the tracked regions logged as
+// dirty meanwhile and, in Legacy mode, usedFramebufferBytes the
+// framebuffer in use. It closes the round and decides: another round
+// (throttled, perhaps), the switchover, or failure.
+func (c *Core) RoundArrived(now time.Duration, dirtyBytes, usedFramebufferBytes int64) Action {
+	if c.phase != PhasePreCopy {
+		return c.Fail(now, fmt.Errorf("%w: a round arrived in %v", ErrConfig, c.phase))
+	}
+	r := &c.cur
+	r.Duration = now - r.Start
+	r.BandwidthBytesPerSec = rateOf(r.WireBytes, r.Duration)
+	if r.WireBytes == 0 || r.BandwidthBytesPerSec == 0 {
+		// Nothing measured: assume the nominal rate, or the least one.
+		r.BandwidthBytesPerSec = max(c.cfg.NominalBandwidthBytesPerSec, 1)
+	}
+	r.DirtyBytes = max(dirtyBytes, 0)
+	r.DirtyRateBytesPerSec = rateOf(r.DirtyBytes, r.Duration)
+	// The expected stun takes the wire ratio of the rounds before this
+	// one; the dirty rate's wire size, below, takes this one's too.
+	est := c.expectedStun(r.DirtyBytes, r.BandwidthBytesPerSec, max(usedFramebufferBytes, 0))
+	r.ExpectedStun = est.Total
+	c.rep.Rounds = append(c.rep.Rounds, *r)
+	c.rep.PreCopy.add(r.total())
+	c.emitAt(now, Event{Kind: RoundEnded, Round: c.round, WireBytes: r.WireBytes, BandwidthBytesPerSec: r.BandwidthBytesPerSec,
+		DirtyRateBytesPerSec: r.DirtyRateBytesPerSec, ExpectedStun: est.Total, Throttle: c.throttle,
+		Detail: fmt.Sprintf("round %d arrived after %v: %d B/s on the wire, %d B/s dirtied; expected stun %v",
+			c.round, r.Duration, r.BandwidthBytesPerSec, r.DirtyRateBytesPerSec, est.Total)})
+
+	// Pre-copy can shrink only the part of the stun that the dirty pages
+	// make; in Legacy mode the framebuffer's checkpoint path and the fixed
+	// costs are a floor no round changes, so convergence is judged on the
+	// dirty pages' transfer alone.
+	judged := est.Total
+	if c.cfg.Policy.Mode == Legacy {
+		judged = est.dirtyWire
+	}
+	num, den := c.wireRatio()
+	p := c.cfg.Policy
+	why, stop := judgeRound(judged, p.StunTarget, c.round, p.MaxRounds, scaleBytes(r.DirtyRateBytesPerSec, num, den),
+		r.BandwidthBytesPerSec, stalled(c.rep.Rounds))
+	switch {
+	case !stop:
+		return c.beginRound(now)
+	case why == Converged:
+		return c.switchOver(now, why, est.Total)
+	}
+	next, switchWhy, err := onNonConvergence(p.OnNonConvergence, p.Throttle, why, c.throttle)
+	switch {
+	case err != nil:
+		return c.Fail(now, fmt.Errorf("%w after %d rounds, expected stun %v", err, c.round+1, est.Total))
+	case switchWhy != 0:
+		return c.switchOver(now, switchWhy, est.Total)
+	}
+	c.throttle = next
+	c.rep.MaxThrottle = max(c.rep.MaxThrottle, next)
+	c.emitAt(now, Event{Kind: Throttled, Round: c.round, Throttle: next,
+		Detail: fmt.Sprintf("%v: throttling the workload by %.0f %%", why, 100*next)})
+	a := c.beginRound(now)
+	a.SetThrottle, a.Throttle = true, next
+	return a
+}
+
+// switchOver ends pre-copy for why, unless the expected stun exceeds the
+// stun limit.
+func (c *Core) switchOver(now time.Duration, why Reason, expected time.Duration) Action {
+	c.rep.Switchover, c.rep.ExpectedStun = why, expected
+	if lim := c.cfg.Policy.StunLimit; lim > 0 && expected > lim {
+		return c.Fail(now, fmt.Errorf("%w: expected stun %v at switchover, limit %v", ErrStunLimit, expected, lim))
+	}
+	c.enter(now, PhaseSwitchover, SwitchedOver, fmt.Sprintf("%v after %d round(s); expected stun %v", why, c.round+1, expected))
+	c.history[len(c.history)-1].ExpectedStun = expected
+	return Action{Kind: DoSwitchOver}
+}
+
+// wireRatio is the wire-to-raw ratio of everything pre-copy has sent, 1
+// before anything was.
+func (c *Core) wireRatio() (num, den int64) {
+	if c.rep.PreCopy.RawBytes == 0 {
+		return 1, 1
+	}
+	return max(c.rep.PreCopy.WireBytes, 1), c.rep.PreCopy.RawBytes
+}
+
+// inputs are the estimate's inputs that the configuration fixes.
+func (cfg CoreConfig) inputs() stunInputs {
+	return stunInputs{mode: cfg.Policy.Mode, costs: cfg.Costs, latency: cfg.StunLatency, devices: cfg.Devices,
+		deviceStateBytes: cfg.DeviceStateBytes, wireNum: 1, wireDen: 1, bandwidthBps: cfg.NominalBandwidthBytesPerSec,
+		pcieBps: cfg.PCIeBytesPerSec, usedFramebufferRaw: cfg.UsedFramebufferBytes}
+}
+
+// floor is the stun if pre-copy converged with nothing left dirty, at the
+// nominal rate: the floor of a PreCopy migration's stun and, in Legacy
+// mode, the stun itself.
+func (cfg CoreConfig) floor() StunEstimate { return cfg.inputs().estimate() }
+
+// expectedStun is the switchover rule's prediction after a round: the
+// pages dirty now, at the wire ratio measured so far, and the device
+// state, over the bandwidth measured in the round, plus the fixed costs
+// and, in Legacy mode, the used framebuffer's passage.
+func (c *Core) expectedStun(dirtyRaw, bandwidthBps, usedFramebufferRaw int64) StunEstimate {
+	in := c.cfg.inputs()
+	in.dirtyRawBytes = dirtyRaw
+	in.wireNum, in.wireDen = c.wireRatio()
+	in.bandwidthBps = bandwidthBps
+	in.usedFramebufferRaw = usedFramebufferRaw
+	return in.estimate()
+}

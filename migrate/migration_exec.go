@@ -1,0 +1,297 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// The simulator's side of the Core: each action becomes simulated work —
+// pages encoded onto a modelled link, or a timer for a fixed cost — and
+// the end of that work, a timer firing or a transfer arriving (wake), is
+// reported back to the Core for the next action.
+
+func (m *Migration) setTimer(at time.Duration) { m.timerAt, m.timerSet = at, true }
+
+// publish hands the Core's new events to the Sim's queue.
+func (m *Migration) publish() {
+	for _, e := range m.core.Events() {
+		m.sim.emit(e)
+	}
+}
+
+// transfer puts the bytes written since the last transfer on the link; the
+// timer fires when the last of them has arrived. capBps, if positive,
+// bounds the flow's rate.
+func (m *Migration) transfer(capBps int64) {
+	n := m.xfer.pending()
+	m.xfer.markSent()
+	if n == 0 {
+		m.setTimer(m.sim.now + m.cfg.Link.Latency)
+		return
+	}
+	m.ls.share.start(m.flow, n, capBps)
+	m.transferring = true
+}
+
+// wake handles the end of the current step's work: a timer or a transfer
+// that arrived. It finishes the step at the destination, asks the Core
+// what comes next, and starts it.
+func (m *Migration) wake() {
+	defer m.publish()
+	if m.linkStalled {
+		m.fail(fmt.Errorf("%w: the link to %s carried nothing for %v", ErrConnection, m.dst.Name(), m.cfg.Timeout))
+		return
+	}
+	if err := m.checkVMs(); err != nil {
+		m.fail(err)
+		return
+	}
+	now := m.sim.now
+	var a Action
+	switch phase := m.core.Phase(); phase {
+	case PhasePreCopy:
+		if err := m.deliver(); err != nil {
+			m.fail(err)
+			return
+		}
+		used := int64(0)
+		if m.cfg.Mode == Legacy {
+			used = m.src.usedFramebufferBytes()
+		}
+		a = m.core.RoundArrived(now, m.src.dirtyBytes(m.cfg.tracked(len(m.srcRegs))), used)
+	default:
+		if err := m.complete(phase); err != nil {
+			m.fail(err)
+			return
+		}
+		a = m.core.Done(now)
+	}
+	if err := m.execute(a); err != nil {
+		m.fail(err)
+	}
+}
+
+// checkVMs catches a VM changed under the migration by someone else.
+func (m *Migration) checkVMs() error {
+	if m.core.Phase() >= PhaseRelease {
+		return nil
+	}
+	if err := m.src.check(m.core.Phase()); err != nil {
+		return err
+	}
+	if m.in.State() == vgpu.VMDestroyed {
+		return fmt.Errorf("%w: incoming VM was destroyed", ErrDestination)
+	}
+	return nil
+}
+
+// complete finishes at the destination the work of phase, before the
+// Core moves on: it takes in the pages that arrived, verifies the stream
+// and restores the devices once the device states arrived, and resumes the
+// VM when its resume time has passed.
+func (m *Migration) complete(phase Phase) error {
+	switch phase {
+	case PhaseFinalRAM, PhaseFinalFramebuffer:
+		return m.deliver()
+	case PhaseDeviceState:
+		if err := m.deliver(); err != nil {
+			return err
+		}
+		states, err := m.xfer.states()
+		if err != nil {
+			return err
+		}
+		return wrap0(ErrDestination, m.in.Restore(states))
+	case PhaseResume:
+		return m.acknowledged()
+	case PhaseRelease:
+		m.release()
+	}
+	return nil
+}
+
+// execute starts the work of action a.
+func (m *Migration) execute(a Action) error {
+	now := m.sim.now
+	switch a.Kind {
+	case DoCopyRound:
+		if a.SetThrottle {
+			if err := m.src.setThrottle(a.Throttle); err != nil {
+				return err
+			}
+		}
+		if err := m.src.sendRegions(0, a.Regions, a.AllInUse, m.xfer.send, m.core.Sent); err != nil {
+			return err
+		}
+		if err := m.xfer.endRound(); err != nil {
+			return err
+		}
+		// The round's wire bytes include its records' framing and the
+		// stream's header, which no region's count has.
+		m.core.RoundQueued(m.xfer.pending())
+		m.transfer(0)
+	case DoSwitchOver, DoRelease:
+		m.setTimer(now)
+	case DoPause:
+		if err := m.src.pause(); err != nil {
+			return err
+		}
+		m.setTimer(now + m.cfg.Costs.Quiesce)
+	case DoSaveDevices:
+		states, err := m.vm.SaveDeviceStates()
+		if err != nil {
+			return wrap(ErrSource, err)
+		}
+		m.states = states
+		n := int64(0)
+		for _, s := range states {
+			n += int64(len(s))
+		}
+		m.core.DevicesSaved(n)
+		m.setTimer(now + m.pcieTime(n))
+	case DoSendFinalRAM:
+		if err := m.src.sendRegions(0, 1, false, m.xfer.send, m.core.Sent); err != nil {
+			return err
+		}
+		m.core.PagesQueued()
+		m.transfer(0)
+	case DoSendFinalFramebuffers:
+		var sum Traffic
+		sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.add(t) }
+		if err := m.src.sendRegions(1, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
+			return err
+		}
+		capBps := int64(0)
+		if m.cfg.Mode == Legacy && sum.RawBytes > 0 {
+			// 6.7 U1 moved the framebuffer through the device checkpoint
+			// path, whose raw rate, not the link, set the pace.
+			capBps = max(1, scaleBytes(m.checkpointPathRate(), sum.WireBytes, sum.RawBytes))
+		}
+		m.core.PagesQueued()
+		m.transfer(capBps)
+	case DoSendDeviceStates:
+		if err := m.xfer.finish(m.states); err != nil {
+			return err
+		}
+		m.transfer(0)
+	case DoRestore:
+		m.setTimer(now + m.pcieTime(m.core.rep.DeviceStateBytes))
+	case DoResume:
+		m.setTimer(now + m.cfg.Costs.Resume)
+	case DoRollBack:
+		m.rollBack(a)
+	case DoNothing:
+		m.finish()
+	}
+	return nil
+}
+
+// pcieTime is one side of the device checkpoint: the fixed cost, half of
+// StunCosts.DeviceCheckpoint per vGPU (the other half is the restore's),
+// and the state's bytes at the GPU's DMA rate.
+func (m *Migration) pcieTime(stateBytes int64) time.Duration {
+	n := time.Duration(m.devices)
+	return n*m.cfg.Costs.DeviceCheckpoint/2 + transferTime(stateBytes, m.dst.Config().GPU.PCIeDMABytesPerSec)
+}
+
+func (m *Migration) checkpointPathRate() int64 {
+	if r := m.cfg.Costs.CheckpointPathBytesPerSec; r > 0 {
+		return r
+	}
+	return m.srcHost.Config().GPU.PCIeDMABytesPerSec
+}
+
+// acknowledged is the destination's acknowledgement of the resume: from
+// here on the VM is the destination's.
+func (m *Migration) acknowledged() error {
+	if m.vm.Workload() != nil {
+		if err := m.vm.HandOverWorkload(m.in); err != nil {
+			return wrap(ErrDestination, err)
+		}
+		m.handedOver = true
+	}
+	if err := m.in.SetThrottle(m.src.priorThrottle); err != nil {
+		return m.handBack(err)
+	}
+	if m.src.wasRunning {
+		if err := m.in.Resume(); err != nil {
+			return m.handBack(err)
+		}
+	}
+	return nil
+}
+
+// handBack returns the workload to the source when the destination fails
+// to resume, before it acknowledged.
+func (m *Migration) handBack(cause error) error {
+	if m.handedOver {
+		if err := m.in.HandOverWorkload(m.vm); err != nil {
+			cause = errors.Join(cause, err)
+		}
+		m.handedOver = false
+	}
+	return wrap(ErrDestination, cause)
+}
+
+// release frees the VM at the source.
+func (m *Migration) release() {
+	m.xfer.close()
+	if err := m.vm.Destroy(); err != nil {
+		// The VM is already the destination's; a source that cannot
+		// release it is reported, not undone.
+		m.core.emit(Event{Kind: Notice, Round: -1, Detail: "source release: " + err.Error()})
+	}
+}
+
+// deliver has the destination take in what has arrived.
+func (m *Migration) deliver() error {
+	if err := m.xfer.deliver(); err != nil {
+		return wrap(ErrStream, err)
+	}
+	return nil
+}
+
+// fail ends the migration with the VM on the source, as it was.
+func (m *Migration) fail(cause error) {
+	if m.Done() {
+		return
+	}
+	m.rollBack(m.core.Fail(m.sim.now, cause))
+	m.publish()
+}
+
+// rollBack gives the VM back to the source and frees what the destination
+// holds.
+func (m *Migration) rollBack(a Action) {
+	if a.Kind != DoRollBack {
+		return
+	}
+	m.xfer.abort()
+	m.xfer.close()
+	if m.in != nil && m.in.State() != vgpu.VMDestroyed {
+		if m.handedOver {
+			_ = m.in.HandOverWorkload(m.vm)
+			m.handedOver = false
+		}
+		_ = m.in.Destroy()
+	}
+	m.transferring = false
+	m.ls.share.start(m.flow, 0, 0)
+	m.src.rollBack(a.InDoubt)
+	m.finish()
+}
+
+// finish takes the ended migration out of the Sim and closes its report.
+func (m *Migration) finish() {
+	m.timerSet = false
+	m.ls.share.remove(m.flow)
+	m.sim.remove(m)
+	m.wireBytes = m.xfer.total()
+	r := m.core.rep
+	w := m.cfg.MetricsWindow
+	m.before = m.metrics(r.Start-w, r.Start)
+	m.during = m.metrics(r.Start, r.End)
+}

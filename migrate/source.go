@@ -1,0 +1,162 @@
+package migrate
+
+import (
+	"fmt"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// sourceVM is a migrating VM at its source as both drivers handle it: its
+// regions and dirty logs, the pages each step sends, the pause, the
+// throttle, the checks that nobody changed it under the migration, and
+// the roll back that leaves it as it was. The live driver holds the
+// host's lock around every call.
+type sourceVM struct {
+	vm   *vgpu.VM
+	regs []*memory.Region // guest RAM, then each framebuffer
+	sets []*memory.PageSet
+
+	priorThrottle float64 // the VM's own throttle, restored at the end
+	wasRunning    bool    // the VM ran: when the migration started, then when the stun began
+	pausedByUs    bool
+}
+
+// newSourceVM checks that vm can be live-migrated and notes what the
+// migration needs of it.
+func newSourceVM(vm *vgpu.VM) (*sourceVM, error) {
+	if err := vm.CheckMigratable(); err != nil {
+		return nil, wrap(ErrIncompatible, err)
+	}
+	st := vm.State()
+	if st != vgpu.VMRunning && st != vgpu.VMPaused {
+		return nil, fmt.Errorf("%w: VM is %v; only a running or paused VM is live-migrated", ErrIncompatible, st)
+	}
+	s := &sourceVM{vm: vm, priorThrottle: vm.Throttle(), wasRunning: st == vgpu.VMRunning}
+	s.regs = append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...)
+	for _, r := range s.regs {
+		s.sets = append(s.sets, memory.NewPageSet(r.Pages()))
+	}
+	return s, nil
+}
+
+func (s *sourceVM) startLogging() {
+	for _, r := range s.regs {
+		r.StartDirtyLog()
+	}
+}
+
+func (s *sourceVM) stopLogging() {
+	for _, r := range s.regs {
+		r.StopDirtyLog()
+	}
+}
+
+// sendRegions sends regions [from, to): each region's dirty log is
+// collected and cleared, so that a write after this is seen, and send is
+// given the pages it collected, or, if all, nil for every page in use.
+// sent counts each region's traffic.
+func (s *sourceVM) sendRegions(from, to int, all bool, send func(i int, set *memory.PageSet) (Traffic, error), sent func(i int, t Traffic)) error {
+	for i := from; i < min(to, len(s.regs)); i++ {
+		s.regs[i].CollectDirty(s.sets[i])
+		set := s.sets[i]
+		if all {
+			set = nil
+		}
+		t, err := send(i, set)
+		if err != nil {
+			return err
+		}
+		sent(i, t)
+	}
+	return nil
+}
+
+// dirtyBytes is the raw size of the pages logged dirty in the first n
+// regions.
+func (s *sourceVM) dirtyBytes(n int) int64 {
+	b := int64(0)
+	for _, r := range s.regs[:min(n, len(s.regs))] {
+		b += int64(r.DirtyCount()) * int64(r.PageSize())
+	}
+	return b
+}
+
+// usedFramebufferBytes is the framebuffer in use, which a Legacy stun
+// moves whole.
+func (s *sourceVM) usedFramebufferBytes() int64 {
+	n := int64(0)
+	for _, r := range s.regs[1:] {
+		n += usedBytes(r)
+	}
+	return n
+}
+
+// pause stops the VM for the stun. The destination resumes the VM as the
+// stun finds it: paused, if its owner paused it during pre-copy.
+func (s *sourceVM) pause() error {
+	s.wasRunning = s.vm.State() == vgpu.VMRunning
+	if !s.wasRunning {
+		return nil
+	}
+	if err := s.vm.Pause(); err != nil {
+		return wrap(ErrSource, err)
+	}
+	s.pausedByUs = true
+	return nil
+}
+
+// setThrottle applies the migration's cut, never less than the VM's own.
+func (s *sourceVM) setThrottle(f float64) error {
+	return wrap0(ErrSource, s.vm.SetThrottle(max(f, s.priorThrottle)))
+}
+
+// check catches a VM changed under the migration by someone else, once
+// the work of phase done is over: stopped or destroyed; resumed during the
+// stun, when what it writes would never reach the destination; or written
+// since its final pages left (a resume and pause between two steps, or a
+// write by its owner).
+func (s *sourceVM) check(done Phase) error {
+	st := s.vm.State()
+	switch {
+	case st != vgpu.VMRunning && st != vgpu.VMPaused:
+		return fmt.Errorf("%w: source VM was %v during the migration", ErrSource, st)
+	case st == vgpu.VMRunning && done.Stunned():
+		return fmt.Errorf("%w: source VM was resumed during the stun", ErrSource)
+	}
+	sent := 0
+	switch {
+	case done >= PhaseFinalFramebuffer:
+		sent = len(s.regs)
+	case done >= PhaseFinalRAM:
+		sent = 1
+	}
+	return writtenInStun(s.regs[:sent])
+}
+
+// writtenInStun returns ErrSource if any of regs, whose final pages the stun
+// has sent, logged a write since.
+func writtenInStun(regs []*memory.Region) error {
+	for i, r := range regs {
+		if n := r.DirtyCount(); n > 0 {
+			return fmt.Errorf("%w: %d pages of the source VM's region %d written during the stun, after its final pages left", ErrSource, n, i)
+		}
+	}
+	return nil
+}
+
+// rollBack leaves the VM as it was before the migration: dirty logging
+// off, its own throttle back, and resumed if the migration paused it —
+// unless the outcome is in doubt, when it stays paused so that there are
+// never two running copies.
+func (s *sourceVM) rollBack(inDoubt bool) {
+	s.stopLogging()
+	st := s.vm.State()
+	if st != vgpu.VMRunning && st != vgpu.VMPaused {
+		return
+	}
+	_ = s.vm.SetThrottle(s.priorThrottle)
+	if !inDoubt && s.pausedByUs && st == vgpu.VMPaused {
+		_ = s.vm.Resume()
+	}
+}
