@@ -20,7 +20,8 @@ type Writer struct {
 	meta  Metadata
 	opts  WriterOptions
 	tally tally
-	buf   []byte // payloads of the small records
+	buf   []byte         // payloads of the small records
+	used  memory.PageSet // WriteRegion's pages in use, reused
 	state writerState
 }
 
@@ -164,10 +165,10 @@ func (w *Writer) WriteRegion(id uint32, src *memory.Region, set *memory.PageSet)
 			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
 	}
 	if set == nil {
-		set = new(memory.PageSet)
-		if err := src.UsedPages(set); err != nil {
+		if err := src.UsedPages(&w.used); err != nil {
 			return err
 		}
+		set = &w.used
 	}
 	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
 		if _, err := w.begin(id, p); err != nil {
