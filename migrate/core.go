@@ -308,9 +308,17 @@ func (c *Core) Commit() { c.committed = true }
 // Fail ends the migration at now because of cause, unless it has ended,
 // and returns DoRollBack with a *PhaseError naming the phase it failed in.
 // After Commit the error wraps ErrInDoubt too.
+//
+// From PhaseRelease on the destination has acknowledged the resume and the
+// VM is its own: nothing is rolled back. The cause is kept as a Notice and
+// the migration ends done.
 func (c *Core) Fail(now time.Duration, cause error) Action {
 	if c.Ended() {
 		return Action{Kind: DoNothing, Err: c.err}
+	}
+	if c.phase == PhaseRelease {
+		c.emitAt(now, Event{Kind: Notice, Round: -1, Detail: "after the acknowledgement: " + cause.Error()})
+		return c.Done(now)
 	}
 	if c.committed {
 		cause = wrap(ErrInDoubt, cause)

@@ -285,3 +285,28 @@ func TestCoreEvents(t *testing.T) {
 		t.Fatal("events returned twice")
 	}
 }
+
+// TestCoreEdges: a round that put nothing measurable on the wire is
+// judged at the nominal rate; a failure after the acknowledgement rolls
+// nothing back, as the VM is the destination's.
+func TestCoreEdges(t *testing.T) {
+	c := coreFixture(t, Policy{})
+	c.Done(0)
+	c.RoundQueued(0)
+	if a := c.RoundArrived(0, 0, 0); a.Kind != DoSwitchOver || c.Report().Rounds[0].BandwidthBytesPerSec != 1e9 {
+		t.Fatalf("%v at %d B/s", a.Kind, c.Report().Rounds[0].BandwidthBytesPerSec)
+	}
+	for c.Phase() != PhaseRelease {
+		c.Done(time.Second)
+	}
+	if a := c.Fail(2*time.Second, ErrConnection); a.Kind != DoNothing || c.Phase() != PhaseDone || c.Err() != nil {
+		t.Fatalf("fail after the acknowledgement: %v, phase %v, %v", a.Kind, c.Phase(), c.Err())
+	}
+	ev := c.Events()
+	if ev[len(ev)-2].Kind != Notice || ev[len(ev)-1].Kind != Done {
+		t.Fatalf("last events %v, %v", ev[len(ev)-2].Kind, ev[len(ev)-1].Kind)
+	}
+	if ActionKind(99).String() != "ActionKind(99)" || DoPause.String() != "pause" || EventKind(99).String() != "EventKind(99)" {
+		t.Fatal("names")
+	}
+}

@@ -108,6 +108,7 @@ func (s *sender) run() (*Report, error) {
 		return nil, err
 	}
 	s.core = core
+	s.publish()
 	var a Action
 	if inspectErr != nil {
 		a = core.Fail(s.now(), inspectErr)
@@ -125,6 +126,12 @@ func (s *sender) run() (*Report, error) {
 			return s.rollBack(a)
 		case DoNothing:
 			return s.report(), nil
+		}
+		if err := s.ctx.Err(); err != nil {
+			// Canceled between two steps: the migration fails in the
+			// phase it was in, as a simulated one's Cancel does.
+			a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+			continue
 		}
 		next, err := s.execute(a)
 		if err != nil {
