@@ -5,11 +5,25 @@
 // destination. It builds on packages memory, checkpoint and vgpu, and
 // knows nothing of how a workload is built.
 //
-// It has two modes that share the copy engine, the stream format and the
-// switchover rule. The simulated mode (Sim, Migrate) moves a VM between
-// hosts of one process on simulated time, deterministically. The live mode
-// (Send, Receive) moves it over real connections on wall time, while a
-// Runner keeps its workload writing memory.
+// # One core, two drivers
+//
+// Every migration's decisions are taken by a Core: the pre-copy rounds and
+// what each sends, the expected stun (one formula), the switchover rule,
+// the non-convergence policy and its throttle steps, the stun limit, the
+// order of the stun's steps, the failure path and the report's account. A
+// Core is told what happened — a round arrived, with its bytes and time; a
+// step is done; something failed — and answers with the next Action. It
+// never reads a clock, touches a connection or starts a goroutine, as
+// etcd's raft RawNode does not.
+//
+// Two drivers execute it. The simulated mode (Sim, Migrate) moves a VM
+// between hosts of one process over modelled links on simulated time,
+// deterministically. The live mode (Send, Receive) moves it over real
+// connections on wall time (or an injected Clock), while a Runner keeps its
+// workload writing memory. Both share the copy engine, the stream format,
+// the Policy (Config and LiveConfig embed it), the Event type and the
+// handling of the VM at the source. Either can be replaced by a driver of
+// one's own: a Core knows nothing of links or sockets.
 //
 // # Driving the simulated mode
 //
@@ -143,8 +157,15 @@
 //	                               <-------- resumed
 //	VM destroyed at the source
 //
-// Pre-copy and the switchover follow the simulated mode's rules, fed with
-// the rates measured on the connections; time is wall time. Several
+// Pre-copy and the switchover are the Core's, as in the simulated mode,
+// fed with the rates measured on the connections. The live mode's expected
+// stun counts the costs it measured in its own setup: the device snapshot
+// it took to size the states, counted twice (save at the source, restore
+// at the destination), and, for latency, two round trips of its handshake
+// (the stun waits for "ready" and for "resumed"); quiesce and resume are
+// state changes of the emulated VM and are not counted, and neither is
+// the hashing of the regions' digests. Time is wall time unless
+// LiveConfig.Clock or ReceiveConfig.Clock says otherwise. Several
 // connections share the stream in frames dealt in turn, as QEMU's multifd
 // channels and vMotion's parallel streams do; both ends must use the same
 // number. LiveConfig and ReceiveConfig set the engine, the encryption key,
@@ -164,12 +185,14 @@
 // copy paused and unchanged and returns ErrInDoubt, so that there are
 // never two running copies.
 //
-// Each side keeps its own Report on its own wall clock; the destination's
-// holds what it can see and what the hello declared (see Report). Progress
-// reports, if LiveConfig.Progress or ReceiveConfig.Progress is set, reach
-// the callback on Send's or Receive's goroutine: rounds started and
-// finished with their measured rates, bytes moved, the switchover, the end.
-// A slog.Logger, if set, receives the same as structured records. Send and
+// Each side keeps its own Report on its own clock; the destination's
+// holds what it can see and what the hello declared (see Report), and the
+// digests it hashed from its own regions. Events, if LiveConfig.Progress
+// or ReceiveConfig.Progress is set, reach the callback on Send's or
+// Receive's goroutine: at the source the Core's events (the same kinds, in
+// the same order, as a simulated migration's) and BytesMoved as the
+// stream goes out; at the destination the rounds as they arrive and the
+// end. A slog.Logger, if set, receives the same as structured records. Send and
 // Receive may run goroutines of their own — the engine's workers, region
 // hashing (LiveConfig.Engine.Workers, ReceiveConfig.DigestWorkers), and at
 // the destination one per connection that reads it ahead of the stream
