@@ -96,7 +96,7 @@ func NewPattern(r *Region, cfg PatternConfig) (*Pattern, error) {
 		return nil, configError("hot fraction %v and share %v must lie in (0, 1] and [0, 1]", cfg.HotFraction, cfg.HotShare)
 	}
 	if len(cfg.Mix.Parts) == 0 {
-		cfg.Mix = MixRealistic
+		cfg.Mix = MixRealistic()
 	}
 	if err := cfg.Mix.Validate(); err != nil {
 		return nil, err

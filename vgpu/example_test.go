@@ -15,7 +15,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	for i, m := range []vgpu.Model{vgpu.InceptionV3, vgpu.MobileNet, vgpu.InceptionV3} {
+	for i, m := range []vgpu.Model{vgpu.InceptionV3(), vgpu.MobileNet(), vgpu.InceptionV3()} {
 		w, err := vgpu.NewInference(vgpu.InferenceConfig{
 			Model: m, RequestsPerSec: 100, FootprintBytes: 2 * vgpu.GiB, Seed: uint64(i + 1),
 		})

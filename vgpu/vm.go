@@ -362,7 +362,7 @@ func (vm *VM) Start() error {
 	}
 	if !vm.booted && vm.footprint > 0 {
 		ps := int64(vm.ram.PageSize())
-		if err := vm.ram.FillMix(0, int((vm.footprint+ps-1)/ps), memory.MixRealistic); err != nil {
+		if err := vm.ram.FillMix(0, int((vm.footprint+ps-1)/ps), memory.MixRealistic()); err != nil {
 			return err
 		}
 	}

@@ -128,16 +128,16 @@ func (w *CAD) Start(env *Env) error {
 	if c.FootprintBytes > 0 {
 		sceneBytes = firstOfFootprint(c.FootprintBytes, c.renderTargetBytes(), fl.page)
 	}
-	scene, err := fl.take(sceneBytes, memory.MixWeights, "scene")
+	scene, err := fl.take(sceneBytes, memory.MixWeights(), "scene")
 	if err != nil {
 		return err
 	}
-	rt, err := fl.take(c.renderTargetBytes(), renderMix, "render targets")
+	rt, err := fl.take(c.renderTargetBytes(), renderMix(), "render targets")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}

@@ -81,12 +81,12 @@ func (w *Desktop) Config() DesktopConfig { return w.cfg }
 func (w *Desktop) Start(env *Env) error {
 	c := w.cfg
 	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
-	surf, err := fl.take(c.SurfaceBytes, textMix, "surfaces")
+	surf, err := fl.take(c.SurfaceBytes, textMix(), "surfaces")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,10 @@ func TestFootprintFillsUsableFramebuffer(t *testing.T) {
 			return NewCAD(CADConfig{FootprintBytes: f, RAMWorkingSetBytes: 4 * MiB})
 		},
 		"inference": func(f int64) (Workload, error) {
-			return NewInference(InferenceConfig{Model: MobileNet, ActivationsBytes: 3*MiB + 5, FootprintBytes: f, RAMWorkingSetBytes: 4 * MiB})
+			return NewInference(InferenceConfig{Model: MobileNet(), ActivationsBytes: 3*MiB + 5, FootprintBytes: f, RAMWorkingSetBytes: 4 * MiB})
 		},
 		"training": func(f int64) (Workload, error) {
-			return NewTraining(TrainingConfig{Model: MobileNet, BatchSize: 8, ActivationsBytes: 3*MiB + 5, FootprintBytes: f})
+			return NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 8, ActivationsBytes: 3*MiB + 5, FootprintBytes: f})
 		},
 	}
 	for _, page := range []int{4096, DefaultFramebufferPageSize} {

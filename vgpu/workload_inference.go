@@ -62,7 +62,7 @@ type Inference struct {
 // NewInference returns an inference service; it starts with its VM.
 func NewInference(cfg InferenceConfig) (*Inference, error) {
 	if cfg.Model.Name == "" {
-		cfg.Model = InceptionV3
+		cfg.Model = InceptionV3()
 	}
 	if cfg.RequestsPerSec == 0 {
 		cfg.RequestsPerSec = 50
@@ -119,16 +119,16 @@ func (w *Inference) Start(env *Env) error {
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	weights, err := fl.take(weightsBytes, memory.MixWeights, "weights")
+	weights, err := fl.take(weightsBytes, memory.MixWeights(), "weights")
 	if err != nil {
 		return err
 	}
-	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations, "activation arena")
+	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations(), "activation arena")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}
