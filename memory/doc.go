@@ -25,7 +25,11 @@
 //
 //   - Dense: one allocation of the whole space.
 //   - Sparse: a page is allocated on its first non-zero write; pages never
-//     written read as zero and cost nothing.
+//     written read as zero and cost nothing. A page a sparse region frees
+//     (Scrub, Unmap, a page zeroed) goes to a pool that every sparse region
+//     of the process draws from, so a host reuses warm memory; it is
+//     cleared before it goes there, so no byte one region wrote is ever
+//     readable through another.
 //   - Synthetic: no bytes are stored for generated content. A page filled
 //     with a content class (Fill, FillMix, a Pattern) reads as
 //     Generate(class, seed, page, generation); only bytes written
