@@ -46,7 +46,7 @@ func TestApplyRounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			var set memory.PageSet
-			pat, err := memory.NewPattern(src, memory.PatternConfig{Kind: memory.HotSet, RateBytesPerSec: 40 * 4096, HotFraction: 0.25, Seed: 1, Mix: memory.MixRealistic()})
+			pat, err := memory.NewPattern(src, memory.PatternConfig{Kind: memory.HotSet, RateBytesPerSec: 40 * 4096, Seed: 1, Mix: memory.MixRealistic()})
 			if err != nil {
 				t.Fatal(err)
 			}

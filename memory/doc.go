@@ -64,9 +64,12 @@
 // # Write patterns
 //
 // A Pattern writes a Region at a rate in bytes per second of simulated
-// time — uniformly, to a hot set, as a sweep, or as whole-buffer rewrites —
-// carrying the fractional page from one step to the next, so that many
-// small steps write exactly what one large step does.
+// time — uniformly, to a hot set (a tenth of the range taking nine writes
+// in ten), as a sweep, or as whole-buffer rewrites — carrying the
+// fractional page from one step to the next, so that many small steps write
+// exactly what one large step does. It is the one write generator of the
+// project: package vgpu's workloads dirty guest RAM and framebuffers with
+// it, and Move lets one follow its workload to another VM's region.
 //
 // # Concurrency
 //

@@ -157,10 +157,10 @@ func TestThrottle(t *testing.T) {
 	vm := mustVM(t, h, VMSpec{ID: "vm", RAMBytes: 256 * MiB, Profiles: []string{"P40-4Q"}, Workload: w})
 	must(t, vm.Start())
 	measure := func() (ram, fb int64, done int64) {
-		r0, f0 := w.ram.written, w.fb[0].written
+		r0, f0 := w.ram.written(), w.fb[0].written()
 		from := h.Now()
 		advance(t, h, 2*time.Second)
-		return w.ram.written - r0, w.fb[0].written - f0, w.Metrics(from, h.Now()).Completed
+		return w.ram.written() - r0, w.fb[0].written() - f0, w.Metrics(from, h.Now()).Completed
 	}
 	r1, f1, d1 := measure()
 	if r1 != 2*64*MiB/4096 || f1 != 2*32*MiB/(64<<10) {

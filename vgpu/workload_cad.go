@@ -33,9 +33,10 @@ type CADConfig struct {
 	// RAMWorkingSetBytes is the application's guest memory [2 GiB].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is its dirtying while the user edits the model
-	// [16 MiB/s] in pattern RAMDirtyPattern [DirtyHotSet].
+	// [16 MiB/s] in pattern RAMDirtyPattern (memory.HotSet with the
+	// default rate; memory.Uniform when a rate is given without one).
 	RAMDirtyBytesPerSec int64
-	RAMDirtyPattern     DirtyPattern
+	RAMDirtyPattern     memory.PatternKind
 	HistoryLimit        int
 	Seed                uint64
 }
@@ -88,7 +89,7 @@ func NewCAD(cfg CADConfig) (*CAD, error) {
 	}
 	if cfg.RAMDirtyBytesPerSec == 0 {
 		cfg.RAMDirtyBytesPerSec = 16 * MiB
-		cfg.RAMDirtyPattern = DirtyHotSet
+		cfg.RAMDirtyPattern = memory.HotSet
 	}
 	switch {
 	case !(cfg.TargetFPS > 0 && cfg.TargetFPS <= 1000):
@@ -141,7 +142,7 @@ func (w *CAD) Start(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	fb := env.Framebuffer(0)

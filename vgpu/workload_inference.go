@@ -35,9 +35,10 @@ type InferenceConfig struct {
 	// guest OS footprint; request inputs cycle through it [256 MiB].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is background dirtying of that working set by the
-	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern.
+	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern
+	// [memory.Uniform].
 	RAMDirtyBytesPerSec int64
-	RAMDirtyPattern     DirtyPattern
+	RAMDirtyPattern     memory.PatternKind
 	// FramebufferDirtyBytesPerSec is background dirtying of the activation
 	// arena (pre- and post-processing kernels) [0].
 	FramebufferDirtyBytesPerSec int64
@@ -132,7 +133,7 @@ func (w *Inference) Start(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	w.fb, w.out = nil, nil
@@ -144,7 +145,7 @@ func (w *Inference) Start(env *Env) error {
 		if err := arena.fill(fb); err != nil {
 			return err
 		}
-		d, err := newDirtier(arena, DirtyUniform, c.FramebufferDirtyBytesPerSec, derive(c.Seed, 100+uint64(i)))
+		d, err := newDirtier(fb, arena, memory.Uniform, c.FramebufferDirtyBytesPerSec, derive(c.Seed, 100+uint64(i)))
 		if err != nil {
 			return err
 		}

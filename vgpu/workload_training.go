@@ -146,7 +146,7 @@ func (w *Training) Start(env *Env) error {
 	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights(), "optimizer state"); err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(w.optimizer, DirtySweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), w.optimizer, memory.Sweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	for i := range env.Devices() {
