@@ -529,9 +529,6 @@ func (e *Env) Framebuffer(i int) *memory.Region { return e.vm.devices[i].window 
 // use, from offset 0.
 func (e *Env) UsableFramebufferBytes(i int) int64 { return e.vm.devices[i].UsableFramebufferBytes() }
 
-// Profile returns the type of vGPU i.
-func (e *Env) Profile(i int) Profile { return e.vm.devices[i].profile }
-
 // GPU returns the spec of the VM's GPUs.
 func (e *Env) GPU() GPUSpec { return e.vm.host.cfg.GPU }
 
