@@ -7,9 +7,11 @@ import (
 	"github.com/vgpusim/vgpusim/sched"
 )
 
-// CADConfig configures an interactive CAD / 3D application (the source
-// documents' SPECapc for 3ds Max). Zero fields take the defaults in
-// brackets; the defaults are assumptions.
+// CADConfig configures an interactive CAD / 3D application (SPECapc for
+// 3ds Max, the graphics workload of the GTC 2019 talk "vMotion for NVIDIA
+// GRID vGPU Virtual Machines" and of the VMware blog "GPU Virtualization
+// for Machine Learning Workloads, Part 2"). Zero fields take the defaults
+// in brackets; the defaults are assumptions.
 type CADConfig struct {
 	// TargetFPS is the frame rate the application aims at [60]; the
 	// frame-rate limiter caps it under the best-effort scheduler.

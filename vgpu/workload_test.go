@@ -29,7 +29,7 @@ func TestModelWork(t *testing.T) {
 		}
 	}
 	if InceptionV3().MACs != 5000e6 || InceptionV3().Layers != 48 || MobileNet().MACs != 569e6 || MobileNet().Layers != 28 {
-		t.Error("presets differ from the source document")
+		t.Error("presets differ from the GTC 2019 talk's MLaaS experiment")
 	}
 	if InceptionV3().WeightsBytes() != 95_600_000 || MobileNet().WeightsBytes() != 17_200_000 {
 		t.Errorf("weights %d, %d", InceptionV3().WeightsBytes(), MobileNet().WeightsBytes())

@@ -66,7 +66,7 @@ func defaultParams() params {
 // GPU filled with tenants, which is how an MLaaS provider packs it.
 const policy = sched.FixedShare
 
-// models are the presets of the source document, by the names -model takes.
+// models are the GTC 2019 talk's two models, by the names -model takes.
 var models = []struct {
 	name  string
 	model vgpu.Model
