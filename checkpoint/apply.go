@@ -164,10 +164,6 @@ func (a *Applier) Run() error {
 	}
 }
 
-// Verified reports whether the whole stream has been applied and
-// verified, so that Commit will succeed.
-func (a *Applier) Verified() bool { return a.state == verified }
-
 // Commit hands the destination regions back to the caller, to run the VM
 // on. It fails with ErrState unless the end of the stream was verified.
 func (a *Applier) Commit() error {

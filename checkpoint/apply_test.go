@@ -14,13 +14,13 @@ import (
 func TestApplyRounds(t *testing.T) {
 	for _, kind := range []memory.Kind{memory.Dense, memory.Sparse, memory.Synthetic} {
 		t.Run(kind.String(), func(t *testing.T) {
-			src := newRegion(t, kind, 64, 4096, 3, memory.MixRealistic)
+			src := newRegion(t, kind, 64, 4096, 3, memory.MixRealistic())
 			fbRoot := newRegion(t, kind, 40, 4096, 4, memory.Mix{})
 			fb, err := fbRoot.Map(8, 16, 44) // a vGPU's framebuffer window
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := fb.FillMix(0, 16, memory.MixText); err != nil {
+			if err := fb.FillMix(0, 16, memory.MixText()); err != nil {
 				t.Fatal(err)
 			}
 			var link bytes.Buffer
@@ -46,7 +46,7 @@ func TestApplyRounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			var set memory.PageSet
-			pat, err := memory.NewPattern(src, memory.PatternConfig{Kind: memory.HotSet, RateBytesPerSec: 40 * 4096, HotFraction: 0.25, Seed: 1, Mix: memory.MixRealistic})
+			pat, err := memory.NewPattern(src, memory.PatternConfig{Kind: memory.HotSet, RateBytesPerSec: 40 * 4096, Seed: 1, Mix: memory.MixRealistic()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestApplierLeavesNothing(t *testing.T) {
 			dst := []*memory.Region{emptyLike(t, src[0], memory.Dense), emptyLike(t, src[1], memory.Dense)}
 			// Stale content from an earlier tenant: the Applier must not
 			// leave it either.
-			if err := dst[0].FillMix(0, 4, memory.MixRandom); err != nil {
+			if err := dst[0].FillMix(0, 4, memory.MixRandom()); err != nil {
 				t.Fatal(err)
 			}
 			a, err := NewApplier(rd, []RegionRef{{0, dst[0]}, {1, dst[1]}})

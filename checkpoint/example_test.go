@@ -15,7 +15,7 @@ import (
 // record.
 func Example() {
 	ram, _ := memory.New(memory.Config{SizeBytes: 64 << 10, Kind: memory.Dense, Seed: 1})
-	_ = ram.FillMix(0, 16, memory.MixRealistic)
+	_ = ram.FillMix(0, 16, memory.MixRealistic())
 
 	meta := checkpoint.Metadata{
 		VMID: "vm-1", GPUModel: "Tesla P40", Profiles: []string{"P40-1q"},
@@ -82,7 +82,7 @@ func Example() {
 // end to end before handing them back.
 func ExampleSave() {
 	ram, _ := memory.New(memory.Config{SizeBytes: 1 << 20, Kind: memory.Sparse, Seed: 7})
-	_ = ram.FillMix(0, 256, memory.MixRealistic)
+	_ = ram.FillMix(0, 256, memory.MixRealistic())
 	key := bytes.Repeat([]byte{9}, checkpoint.KeySize) // one-time key, from the caller
 
 	var file bytes.Buffer

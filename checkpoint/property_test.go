@@ -64,7 +64,7 @@ func TestPropertyRounds(t *testing.T) {
 				case 2:
 					_, err = r.WriteAt(make([]byte, ps), int64(p*ps))
 				case 3:
-					err = r.FillMix(p, 1, memory.MixRealistic)
+					err = r.FillMix(p, 1, memory.MixRealistic())
 				}
 				if err != nil {
 					t.Fatal(err)

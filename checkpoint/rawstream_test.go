@@ -108,7 +108,7 @@ func testStreamOf(tb testing.TB, opts WriterOptions, ps int) ([]byte, []*memory.
 	tb.Helper()
 	ram := newRegion(tb, memory.Sparse, 24, ps, 5, memory.Mix{Name: "t", Parts: []memory.MixPart{
 		{Class: memory.ClassZero, Weight: 1}, {Class: memory.ClassText, Weight: 2}, {Class: memory.ClassActivations, Weight: 1}}})
-	fb := newRegion(tb, memory.Sparse, 4, ps, 6, memory.MixText)
+	fb := newRegion(tb, memory.Sparse, 4, ps, 6, memory.MixText())
 	var buf bytes.Buffer
 	if opts.BatchBytes == 0 {
 		opts.BatchBytes = 4 * ps

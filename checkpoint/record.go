@@ -36,9 +36,6 @@ func (t RecordType) Optional() bool { return t&optionalBit != 0 }
 // optional bit alone.
 func (t RecordType) Valid() bool { return t&^optionalBit != 0 }
 
-// Known reports whether this version of the package knows t.
-func (t RecordType) Known() bool { return t >= RecordMetadata && t <= RecordEndStream }
-
 // String returns the type's name.
 func (t RecordType) String() string {
 	switch t {

@@ -15,6 +15,7 @@ import (
 // anything looks inside the payload. It knows nothing of what payloads
 // mean; Reader decodes them.
 //
+// Its zero value is ready for Reset, which reads the stream's header.
 // Errors are sticky: after the first, every call returns it. A
 // RecordReader is not safe for concurrent use.
 type RecordReader struct {
@@ -38,15 +39,6 @@ type RecordReader struct {
 // bytes arrive, so that a length field claiming more than the stream holds
 // costs at most twice what the stream really sent.
 const minGrowBytes = 64 << 10
-
-// NewRecordReader reads and checks the stream header from r.
-func NewRecordReader(r io.Reader, opts ReaderOptions) (*RecordReader, error) {
-	rr := &RecordReader{}
-	if err := rr.Reset(r, opts); err != nil {
-		return nil, err
-	}
-	return rr, nil
-}
 
 // Reset starts reading a new stream from r, keeping the buffers, and reads
 // its header.
@@ -130,12 +122,6 @@ func (rr *RecordReader) Header() Header { return rr.hdr }
 
 // Offset returns the number of bytes consumed so far.
 func (rr *RecordReader) Offset() int64 { return rr.off }
-
-// Seq returns the sequence number of the next record.
-func (rr *RecordReader) Seq() uint64 { return rr.seq }
-
-// Err returns the error that stopped the reader, if any.
-func (rr *RecordReader) Err() error { return rr.err }
 
 // Next returns the next record. At the end of the input, exactly between
 // two records, it returns io.EOF and may be called again if more input

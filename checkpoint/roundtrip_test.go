@@ -17,7 +17,7 @@ import (
 // backing, level and encryption: the regions come back equal byte for
 // byte, generation for generation, and the device states field for field.
 func TestSaveRestoreEveryMix(t *testing.T) {
-	mixes := append(memory.Mixes(), memory.MixActivations)
+	mixes := append(memory.Mixes(), memory.MixActivations())
 	type config struct {
 		name  string
 		kind  memory.Kind
@@ -73,8 +73,8 @@ func TestSaveRestoreEveryMix(t *testing.T) {
 // file, through buffered I/O as a caller would: the file holds exactly the
 // stream, and the VM comes back equal.
 func TestSaveRestoreFile(t *testing.T) {
-	ram := newRegion(t, memory.Sparse, 128, 4096, 21, memory.MixRealistic)
-	fb := newRegion(t, memory.Dense, 16, 64<<10, 22, memory.MixRealistic)
+	ram := newRegion(t, memory.Sparse, 128, 4096, 21, memory.MixRealistic())
+	fb := newRegion(t, memory.Dense, 16, 64<<10, 22, memory.MixRealistic())
 	devices := []DeviceState{{Device: 0, Version: 1, Data: []byte("contexts, channels, registers")}}
 	snap := Snapshot{
 		VMID: "vm-suspended", GPUModel: "Tesla P40", Profiles: []string{"P40-4q"},

@@ -75,17 +75,8 @@ func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
 	return w.rw.WriteRecord(RecordMetadata, w.buf)
 }
 
-// Metadata returns the stream's metadata. The caller must not change it.
-func (w *Writer) Metadata() *Metadata { return &w.meta }
-
-// Header returns the stream's header.
-func (w *Writer) Header() Header { return w.rw.Header() }
-
 // Offset returns the number of bytes written so far.
 func (w *Writer) Offset() int64 { return w.rw.Offset() }
-
-// Round returns the number of the round being written.
-func (w *Writer) Round() uint64 { return w.tally.round.Round }
 
 func (w *Writer) check() error {
 	if err := w.rw.Err(); err != nil {

@@ -87,7 +87,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 }
 
 func TestWriterIOErrorIsSticky(t *testing.T) {
-	src := newRegion(t, memory.Dense, 32, 4096, 1, memory.MixRandom)
+	src := newRegion(t, memory.Dense, 32, 4096, 1, memory.MixRandom())
 	w, err := NewWriter(&failWriter{n: 20000}, Metadata{Regions: []RegionInfo{RegionInfoOf(0, src)}}, WriterOptions{BatchBytes: 8192})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func copyStream(tb testing.TB, rd *Reader, w *Writer) {
 // the parallel copy engine will; the stream equals the one a single
 // Writer produces.
 func TestParallelEncoders(t *testing.T) {
-	src := newRegion(t, memory.Sparse, 200, 4096, 21, memory.MixRealistic)
+	src := newRegion(t, memory.Sparse, 200, 4096, 21, memory.MixRealistic())
 	meta := Metadata{Regions: []RegionInfo{RegionInfoOf(0, src)}}
 	const batchPages = 16
 	opts := WriterOptions{BatchBytes: batchPages * 4096, StreamID: testStreamID}

@@ -164,14 +164,14 @@ var deviceSources = []deviceSource{
 		return vgpu.NewDesktop(vgpu.DesktopConfig{SurfaceBytes: 16 << 20, RAMWorkingSetBytes: 8 << 20, Seed: 1})
 	}},
 	{"P40-4Q", "inference", func() (vgpu.Workload, error) {
-		return vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.MobileNet, RequestsPerSec: 2000, WeightsBytes: 16 << 20,
+		return vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.MobileNet(), RequestsPerSec: 2000, WeightsBytes: 16 << 20,
 			ActivationsBytes: 8 << 20, RAMWorkingSetBytes: 16 << 20, Seed: 2})
 	}},
 	{"P40-8Q", "cad", func() (vgpu.Workload, error) {
 		return vgpu.NewCAD(vgpu.CADConfig{FootprintBytes: 64 << 20, RAMWorkingSetBytes: 16 << 20, Seed: 3})
 	}},
 	{"P40-24C", "training", func() (vgpu.Workload, error) {
-		return vgpu.NewTraining(vgpu.TrainingConfig{Model: vgpu.MobileNet, BatchSize: 8, Seed: 4})
+		return vgpu.NewTraining(vgpu.TrainingConfig{Model: vgpu.MobileNet(), BatchSize: 8, Seed: 4})
 	}},
 	{"P40-2B", "idle", nil},
 	{"P40-6A", "desktop", func() (vgpu.Workload, error) {

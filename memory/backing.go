@@ -15,10 +15,9 @@ type backing interface {
 	// page returns the stored bytes of page p (one page long, capacity
 	// capped), or nil if the backing stores none for it.
 	page(p int) []byte
-	// alloc returns the stored bytes of page p, allocating a page if
-	// there are none: zeroed, or, if the caller is about to overwrite all
-	// of it (zeroed false), holding whatever a freed page held.
-	alloc(p int, zeroed bool) []byte
+	// alloc returns the stored bytes of page p, allocating a page of
+	// zeros if there are none.
+	alloc(p int) []byte
 	// release makes page p read as zero, freeing its memory where the
 	// backing can.
 	release(p int)
@@ -45,9 +44,9 @@ func (d *denseBacking) page(p int) []byte {
 	return d.buf[lo:hi:hi]
 }
 
-func (d *denseBacking) alloc(p int, _ bool) []byte { return d.page(p) }
-func (d *denseBacking) release(p int)              { clear(d.page(p)) }
-func (d *denseBacking) resident() int64            { return int64(len(d.buf)) }
+func (d *denseBacking) alloc(p int) []byte { return d.page(p) }
+func (d *denseBacking) release(p int)      { clear(d.page(p)) }
+func (d *denseBacking) resident() int64    { return int64(len(d.buf)) }
 
 // sparseChunkPages is the number of page slots a sparse chunk holds; the
 // chunk table then costs eight bytes for every 2 MiB of 4 KiB pages.
@@ -71,6 +70,13 @@ type sparseBacking struct {
 // fresh pages, which costs a migration's destination more than storing the
 // bytes does. A sync.Pool empties itself as the garbage collector runs, so
 // memory no region wants is not held for long.
+//
+// The pool is shared by every region of the process, so a page in it may
+// go to another tenant next: release clears a page before putting it here,
+// and every page in the pool is all zero. Clearing on the way in rather
+// than on the way out means the correctness of the next owner's reads
+// depends on no caller's promise to overwrite the whole page, and a freed
+// tenant's bytes do not outlive its page in memory.
 var freePages [maxPageShift + 1]sync.Pool // of *[]byte
 
 // maxPageShift is log2(MaxPageSize).
@@ -96,7 +102,7 @@ func (s *sparseBacking) page(p int) []byte {
 	return c[p&(1<<sparseChunkShift-1)]
 }
 
-func (s *sparseBacking) alloc(p int, zeroed bool) []byte {
+func (s *sparseBacking) alloc(p int) []byte {
 	slot := &s.chunks[p>>sparseChunkShift]
 	c := slot.Load()
 	if c == nil {
@@ -107,19 +113,15 @@ func (s *sparseBacking) alloc(p int, zeroed bool) []byte {
 	}
 	i := p & (1<<sparseChunkShift - 1)
 	if c[i] == nil {
-		c[i] = s.newPage(zeroed)
+		c[i] = s.newPage()
 		s.bytes.Add(int64(s.pageSize))
 	}
 	return c[i]
 }
 
-// newPage returns a page, a freed one if the pool has one, cleared if
-// zeroed.
-func (s *sparseBacking) newPage(zeroed bool) []byte {
+// newPage returns a page of zeros, a freed one if the pool has one.
+func (s *sparseBacking) newPage() []byte {
 	if bp, ok := freePages[s.shift].Get().(*[]byte); ok {
-		if zeroed {
-			clear(*bp)
-		}
 		return *bp
 	}
 	return make([]byte, s.pageSize)
@@ -134,6 +136,7 @@ func (s *sparseBacking) release(p int) {
 	if buf := c[i]; buf != nil {
 		c[i] = nil
 		s.bytes.Add(-int64(s.pageSize))
+		clear(buf) // before any other region can take it: see freePages
 		freePages[s.shift].Put(&buf)
 	}
 }

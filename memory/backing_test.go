@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -43,6 +44,125 @@ func TestSparseReusesFreedPages(t *testing.T) {
 		}
 		if got := b.ResidentBytes(); got != pageSize*pages {
 			t.Fatalf("round %d: resident %d bytes, want %d", round, got, pageSize*pages)
+		}
+	}
+}
+
+// TestRecycledPagesHoldNothingOfTheirLastOwner checks the rule of the
+// process-wide page pool: a page a sparse region frees, in any of the ways
+// a page is freed, is all zero before another region can take it, and a
+// region that reuses freed pages, whatever it then writes into them, reads
+// exactly what a dense region given the same writes reads, so that a
+// byte of the first owner's (all 0xa5) that survived would show as a
+// difference.
+func TestRecycledPagesHoldNothingOfTheirLastOwner(t *testing.T) {
+	const pageSize, pages = 256, 96
+	secret := bytes.Repeat([]byte{0xa5}, pageSize)
+	shift := 0
+	for 1<<shift < pageSize {
+		shift++
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 8 {
+		// The first owner fills every page with the secret, a page at a
+		// time or a byte run at a time, then frees them all: by Scrub, by
+		// zeroing pages, by storing zero pages, by filling them with
+		// zeros, or by unmapping the window that holds them.
+		owner := mustNew(t, Config{SizeBytes: pageSize * pages, PageSize: pageSize, Kind: Sparse, Seed: 1})
+		win, err := owner.Map(0, pages/2, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range pages {
+			if p%2 == 0 {
+				if err := owner.StorePage(p, secret, 1); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := owner.WriteAt(secret[:pageSize-5], int64(p*pageSize+5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p := pages / 2; p < pages; p++ {
+			switch rng.IntN(3) {
+			case 0:
+				err = owner.StorePage(p, make([]byte, pageSize), 2)
+			case 1:
+				err = owner.Fill(p, 1, ClassZero)
+			default:
+				_, err = owner.WriteAt(make([]byte, pageSize), int64(p*pageSize))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := win.Unmap(); err != nil {
+			t.Fatal(err)
+		}
+		if err := owner.Scrub(); err != nil {
+			t.Fatal(err)
+		}
+		if got := owner.ResidentBytes(); got != 0 {
+			t.Fatalf("round %d: first owner still holds %d bytes", round, got)
+		}
+
+		// What the pool holds now: every page of it all zero. The pages
+		// go back for the next owner to reuse.
+		var pooled []*[]byte
+		for {
+			bp, ok := freePages[shift].Get().(*[]byte)
+			if !ok {
+				break
+			}
+			if !IsZero(*bp) {
+				t.Fatalf("round %d: a pooled page holds %x", round, *bp)
+			}
+			pooled = append(pooled, bp)
+		}
+		if len(pooled) == 0 {
+			t.Fatalf("round %d: no freed page reached the pool; the test checks nothing", round)
+		}
+		for _, bp := range pooled {
+			freePages[shift].Put(bp)
+		}
+
+		// The next owner, sparse or synthetic, writes short runs at any
+		// offset, whole pages and generated content into the recycled
+		// pages; a dense region that shares nothing gets the same calls.
+		kind := []Kind{Sparse, Synthetic}[round%2]
+		next := mustNew(t, Config{SizeBytes: pageSize * pages, PageSize: pageSize, Kind: kind, Seed: 9})
+		ref := mustNew(t, Config{SizeBytes: pageSize * pages, PageSize: pageSize, Kind: Dense, Seed: 9})
+		for range 4 * pages {
+			p, op := rng.IntN(pages), rng.Uint64()
+			for _, r := range []*Region{next, ref} {
+				var err error
+				switch op % 4 {
+				case 0: // a short run at any offset
+					off := int64(p*pageSize) + int64(op>>8%pageSize)
+					n := min(int64(1+op>>20%32), int64((p+1)*pageSize)-off)
+					_, err = r.WriteAt(bytes.Repeat([]byte{0x11}, int(n)), off)
+				case 1: // generated content
+					err = r.Fill(p, 1, []Class{ClassWeights, ClassText, ClassRandom}[op>>8%3])
+				case 2: // a whole page
+					err = r.StorePage(p, bytes.Repeat([]byte{byte(op>>8)&0x7f | 1}, pageSize), uint32(op>>16))
+				default: // zero again, freeing the page to the pool
+					err = r.Fill(p, 1, ClassZero)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, want := make([]byte, pageSize), make([]byte, pageSize)
+		for p := range pages {
+			if _, err := next.ReadPage(p, got); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ref.ReadPage(p, want); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d, %v page %d reads %x, a dense region given the same writes %x", round, kind, p, got, want)
+			}
 		}
 	}
 }

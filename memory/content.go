@@ -47,16 +47,6 @@ func (c Class) String() string {
 // ClassExplicit).
 func (c Class) Generated() bool { return c < ClassExplicit }
 
-// ParseClass returns the class with the given name.
-func ParseClass(name string) (Class, error) {
-	for c, n := range classNames {
-		if n == name {
-			return Class(c), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: %q (want one of %s)", ErrClass, name, strings.Join(classNames[:], ", "))
-}
-
 // Generate fills dst with the content of class c for (seed, page, gen).
 // It is a pure function: equal arguments give equal bytes on every machine,
 // because it uses integer arithmetic and single, correctly rounded float32

@@ -111,9 +111,9 @@ func TestMixRatios(t *testing.T) {
 	counts := map[Class]int{}
 	const n = 100000
 	for p := range n {
-		counts[MixRealistic.ClassOf(7, uint64(p))]++
+		counts[MixRealistic().ClassOf(7, uint64(p))]++
 	}
-	for _, part := range MixRealistic.Parts {
+	for _, part := range MixRealistic().Parts {
 		if got := float64(counts[part.Class]) / n; math.Abs(got-float64(part.Weight)/100) > 0.01 {
 			t.Errorf("%v: %.3f of pages, want %.2f", part.Class, got, float64(part.Weight)/100)
 		}
@@ -139,7 +139,7 @@ func TestSyntheticAtScale(t *testing.T) {
 	gpu := mustNew(t, Config{SizeBytes: 24 << 30, Kind: Synthetic, Seed: 2})
 	fb := must(gpu.Map(0, gpu.Pages(), 3))
 	for _, r := range []*Region{ram, fb} {
-		if err := r.FillMix(0, r.Pages(), MixRealistic); err != nil {
+		if err := r.FillMix(0, r.Pages(), MixRealistic()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,7 +34,7 @@ func TestDigestMatchesFormula(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.FillMix(pages/3, pages-pages/3, MixRealistic); err != nil {
+			if err := r.FillMix(pages/3, pages-pages/3, MixRealistic()); err != nil {
 				t.Fatal(err)
 			}
 			for p := 0; p < pages; p += 5 {

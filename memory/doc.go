@@ -25,7 +25,11 @@
 //
 //   - Dense: one allocation of the whole space.
 //   - Sparse: a page is allocated on its first non-zero write; pages never
-//     written read as zero and cost nothing.
+//     written read as zero and cost nothing. A page a sparse region frees
+//     (Scrub, Unmap, a page zeroed) goes to a pool that every sparse region
+//     of the process draws from, so a host reuses warm memory; it is
+//     cleared before it goes there, so no byte one region wrote is ever
+//     readable through another.
 //   - Synthetic: no bytes are stored for generated content. A page filled
 //     with a content class (Fill, FillMix, a Pattern) reads as
 //     Generate(class, seed, page, generation); only bytes written
@@ -60,9 +64,12 @@
 // # Write patterns
 //
 // A Pattern writes a Region at a rate in bytes per second of simulated
-// time — uniformly, to a hot set, as a sweep, or as whole-buffer rewrites —
-// carrying the fractional page from one step to the next, so that many
-// small steps write exactly what one large step does.
+// time — uniformly, to a hot set (a tenth of the range taking nine writes
+// in ten), as a sweep, or as whole-buffer rewrites — carrying the
+// fractional page from one step to the next, so that many small steps write
+// exactly what one large step does. It is the one write generator of the
+// project: package vgpu's workloads dirty guest RAM and framebuffers with
+// it, and Move lets one follow its workload to another VM's region.
 //
 // # Concurrency
 //

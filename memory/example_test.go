@@ -62,7 +62,7 @@ func ExamplePattern() {
 	p, _ := memory.NewPattern(fb, memory.PatternConfig{
 		Kind:            memory.HotSet,
 		RateBytesPerSec: 100 << 20, // 100 MiB/s
-		Mix:             memory.MixWeights,
+		Mix:             memory.MixWeights(),
 		Seed:            1,
 	})
 	for range 10 {

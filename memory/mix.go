@@ -16,29 +16,46 @@ type Mix struct {
 	Parts []MixPart
 }
 
-// The standard mixes. Realistic follows the mixed corpus the copy path is
-// tuned on: 40 % zero, 30 % weights, 20 % text, 10 % random.
-var (
-	MixZero        = Mix{Name: "zero", Parts: []MixPart{{ClassZero, 1}}}
-	MixWeights     = Mix{Name: "weights", Parts: []MixPart{{ClassWeights, 1}}}
-	MixActivations = Mix{Name: "activations", Parts: []MixPart{{ClassActivations, 1}}}
-	MixText        = Mix{Name: "text", Parts: []MixPart{{ClassText, 1}}}
-	MixRandom      = Mix{Name: "random", Parts: []MixPart{{ClassRandom, 1}}}
-	MixRealistic   = Mix{Name: "realistic", Parts: []MixPart{
+// The standard mixes. Each call returns a fresh Mix with a Parts slice of
+// its own: the presets are defaults that workloads and patterns fall back
+// to, so a caller that changes the Mix it was handed must not change anyone
+// else's.
+
+// MixZero is all zero pages.
+func MixZero() Mix { return single("zero", ClassZero) }
+
+// MixWeights is all model-weight pages.
+func MixWeights() Mix { return single("weights", ClassWeights) }
+
+// MixActivations is all activation pages.
+func MixActivations() Mix { return single("activations", ClassActivations) }
+
+// MixText is all text-like pages.
+func MixText() Mix { return single("text", ClassText) }
+
+// MixRandom is all random pages.
+func MixRandom() Mix { return single("random", ClassRandom) }
+
+// MixRealistic follows the mixed corpus the copy path is tuned on: 40 %
+// zero, 30 % weights, 20 % text, 10 % random.
+func MixRealistic() Mix {
+	return Mix{Name: "realistic", Parts: []MixPart{
 		{ClassZero, 40}, {ClassWeights, 30}, {ClassText, 20}, {ClassRandom, 10},
 	}}
-)
+}
+
+func single(name string, c Class) Mix { return Mix{Name: name, Parts: []MixPart{{c, 1}}} }
 
 // Mixes returns the standard mixes that benchmarks compare, in a fixed
 // order: zero, weights, text, random, realistic.
 func Mixes() []Mix {
-	return []Mix{MixZero, MixWeights, MixText, MixRandom, MixRealistic}
+	return []Mix{MixZero(), MixWeights(), MixText(), MixRandom(), MixRealistic()}
 }
 
 // MixByName returns the standard mix with the given name (any of Mixes, or
 // "activations").
 func MixByName(name string) (Mix, error) {
-	for _, m := range append(Mixes(), MixActivations) {
+	for _, m := range append(Mixes(), MixActivations()) {
 		if m.Name == name {
 			return m, nil
 		}

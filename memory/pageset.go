@@ -71,18 +71,6 @@ func (s *PageSet) Len() int {
 	return n
 }
 
-// Clear empties the set, keeping its capacity.
-func (s *PageSet) Clear() { clear(s.words) }
-
-// Union adds every page of o that fits in s.
-func (s *PageSet) Union(o *PageSet) {
-	n := min(len(s.words), len(o.words))
-	for i := range n {
-		s.words[i] |= o.words[i]
-	}
-	s.trim()
-}
-
 // Next returns the smallest page >= p in the set, or -1 if there is none.
 func (s *PageSet) Next(p int) int {
 	if p < 0 {
@@ -129,13 +117,6 @@ func (s *PageSet) AppendTo(dst []int) []int {
 		}
 	}
 	return dst
-}
-
-// trim clears bits past Cap() in the last word.
-func (s *PageSet) trim() {
-	if r := uint(s.pages) & 63; r != 0 && len(s.words) > 0 {
-		s.words[len(s.words)-1] &= 1<<r - 1
-	}
 }
 
 func wordsFor(pages int) int { return (pages + 63) >> 6 }

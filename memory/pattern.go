@@ -3,6 +3,8 @@ package memory
 import (
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -12,9 +14,9 @@ type PatternKind uint8
 const (
 	// Uniform writes pages chosen uniformly at random.
 	Uniform PatternKind = iota + 1
-	// HotSet sends HotShare of the writes to a hot set of HotFraction of
-	// the pages (the first pages of the range), the rest uniformly to the
-	// others.
+	// HotSet sends nine writes in ten to a hot set, the first tenth of
+	// the range (at least one page), chosen uniformly within it; the rest
+	// go uniformly to the other pages.
 	HotSet
 	// Sweep writes the pages in order, wrapping around at the end.
 	Sweep
@@ -38,41 +40,51 @@ func (k PatternKind) String() string {
 	return fmt.Sprintf("PatternKind(%d)", uint8(k))
 }
 
-// MaxRateBytesPerSec bounds a Pattern's rate (1 PB/s).
-const MaxRateBytesPerSec = 1e15
+// MaxRateBytesPerSec bounds a Pattern's rate: 1 TB/s, above the bandwidth
+// of any memory a workload writes (a Tesla P40's framebuffer moves 346
+// GB/s), and low enough that one Advance of a realistic interval stays a
+// bounded number of page writes.
+const MaxRateBytesPerSec = 1e12
+
+// The shape of a HotSet pattern: a tenth of the range, at least one page,
+// takes nine writes in ten, the working set of most programs.
+const (
+	hotDivisor = 10 // the hot set is the first 1/hotDivisor of the range
+	coldOneIn  = 10 // one write in coldOneIn goes outside the hot set
+)
 
 // PatternConfig describes a Pattern.
 type PatternConfig struct {
 	Kind PatternKind
 	// RateBytesPerSec is how many bytes of pages the pattern writes a
-	// second of simulated time. Zero writes nothing.
+	// second of simulated time, at most MaxRateBytesPerSec. Zero writes
+	// nothing.
 	RateBytesPerSec int64
 	// FirstPage and Pages select the range written; Pages zero means to
 	// the end of the region.
 	FirstPage, Pages int
-	// HotFraction and HotShare shape HotSet; zero means 0.1 and 0.9.
-	HotFraction, HotShare float64
 	// Mix chooses each written page's content class; an empty Mix means
-	// MixRealistic.
+	// MixRealistic. The pattern keeps a copy.
 	Mix Mix
 	// Seed drives the choice of pages.
 	Seed uint64
 }
 
-// Pattern writes a Region at a rate over simulated time. Advancing it by d
-// writes exactly rate×d worth of pages, carrying the fractional page to the
-// next call, so many small steps write the same pages as one large step. It
-// is not safe for concurrent use; the Region it writes is.
+// Pattern writes a range of a Region's pages at a rate over simulated time.
+// Advancing it by d writes exactly rate×d worth of pages, carrying the
+// fractional page to the next call, so many small steps write the same
+// pages as one large step. Move carries it, random state and all, to
+// another region, as a workload's writes follow its VM to another host.
+// It is not safe for concurrent use; the Region it writes is.
 type Pattern struct {
-	r        *Region
-	cfg      PatternConfig
-	rng      wyrand
-	hotPages int
-	hotBound uint64 // a draw below it goes to the hot set
-	carry    uint64 // byte-nanoseconds not yet making up a page
-	cursor   int
-	written  int64
-	passes   int64
+	r       *Region
+	cfg     PatternConfig
+	rng     *rand.PCG
+	hot     int    // pages in the hot set
+	carry   uint64 // byte-nanoseconds not yet making up a page
+	cursor  int
+	written int64
+	passes  int64
 }
 
 // NewPattern returns a Pattern over r.
@@ -86,29 +98,40 @@ func NewPattern(r *Region, cfg PatternConfig) (*Pattern, error) {
 	if cfg.Kind < Uniform || cfg.Kind > Rewrite {
 		return nil, configError("unknown pattern %v", cfg.Kind)
 	}
-	if cfg.HotFraction == 0 {
-		cfg.HotFraction = 0.1
-	}
-	if cfg.HotShare == 0 {
-		cfg.HotShare = 0.9
-	}
-	if !(cfg.HotFraction > 0 && cfg.HotFraction <= 1 && cfg.HotShare >= 0 && cfg.HotShare <= 1) {
-		return nil, configError("hot fraction %v and share %v must lie in (0, 1] and [0, 1]", cfg.HotFraction, cfg.HotShare)
-	}
 	if len(cfg.Mix.Parts) == 0 {
-		cfg.Mix = MixRealistic
+		cfg.Mix = MixRealistic()
 	}
 	if err := cfg.Mix.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pattern{r: r, rng: wyrand(mix64(cfg.Seed ^ 0x510e527fade682d1))}
+	// A copy of the parts, so that a caller changing its Mix afterwards
+	// does not change what the pattern writes.
+	cfg.Mix.Parts = slices.Clone(cfg.Mix.Parts)
+	p := &Pattern{r: r, rng: rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d), hot: max(cfg.Pages/hotDivisor, 1)}
 	p.cfg = cfg
 	if err := p.SetRate(cfg.RateBytesPerSec); err != nil {
 		return nil, err
 	}
-	p.hotPages = max(1, int(cfg.HotFraction*float64(cfg.Pages)))
-	p.hotBound = uint64(cfg.HotShare * (1 << 63))
 	return p, nil
+}
+
+// Move makes the pattern write r from the next Advance on, keeping its
+// random state, the fractional page it carries, its position and its
+// counts, so that its writes go on as if nothing had moved. r must have
+// the same page size as the region the pattern was made for, and hold its
+// range.
+func (p *Pattern) Move(r *Region) error {
+	if r == p.r {
+		return nil
+	}
+	if r.PageSize() != p.r.PageSize() {
+		return fmt.Errorf("%w: pattern of %d-byte pages moved to a region of %d-byte pages", ErrPageSize, p.r.PageSize(), r.PageSize())
+	}
+	if p.cfg.FirstPage+p.cfg.Pages > r.Pages() {
+		return configError("pattern range [%d, +%d) outside %d pages", p.cfg.FirstPage, p.cfg.Pages, r.Pages())
+	}
+	p.r = r
+	return nil
 }
 
 // SetRate changes the rate from the next Advance on, as a migration
@@ -179,13 +202,12 @@ func (p *Pattern) nextPage() int {
 	n := p.cfg.Pages
 	switch p.cfg.Kind {
 	case Uniform:
-		return int(uniform(p.rng.next(), uint64(n)))
+		return int(uniform(p.rng.Uint64(), uint64(n)))
 	case HotSet:
-		cold := n - p.hotPages
-		if cold == 0 || p.rng.next()>>1 < p.hotBound {
-			return int(uniform(p.rng.next(), uint64(p.hotPages)))
+		if p.hot == n || p.rng.Uint64()%coldOneIn != 0 {
+			return int(uniform(p.rng.Uint64(), uint64(p.hot)))
 		}
-		return p.hotPages + int(uniform(p.rng.next(), uint64(cold)))
+		return p.hot + int(uniform(p.rng.Uint64(), uint64(n-p.hot)))
 	default: // Sweep, Rewrite
 		page := p.cursor
 		p.cursor++

@@ -105,12 +105,6 @@ func (r *Region) Windows() []*Region {
 	return append([]*Region(nil), (*ws)...)
 }
 
-// IsWindow reports whether r is a window made by Map.
-func (r *Region) IsWindow() bool { return r.window }
-
-// Root returns the root Region r belongs to (r itself for a root).
-func (r *Region) Root() *Region { return r.sp.root }
-
 // FirstPage returns the index in the root of r's first page.
 func (r *Region) FirstPage() int { return r.first }
 

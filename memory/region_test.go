@@ -195,7 +195,7 @@ func TestWindowContentFollowsItsSeed(t *testing.T) {
 	wa := must(a.Map(3, 16, 77))
 	wb := must(b.Map(40, 16, 77))
 	for _, w := range []*Region{wa, wb} {
-		if err := w.FillMix(0, 16, MixRealistic); err != nil {
+		if err := w.FillMix(0, 16, MixRealistic()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestWindowContentFollowsItsSeed(t *testing.T) {
 		t.Fatalf("windows differ at page %d (%v)", d, err)
 	}
 	other := must(b.Map(0, 16, 78))
-	if err := other.FillMix(0, 16, MixRealistic); err != nil {
+	if err := other.FillMix(0, 16, MixRealistic()); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := FirstDiff(wa, other); d == -1 {

@@ -125,7 +125,7 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 		// Zeros over a zero page change nothing but the generation, and
 		// a sparse backing must not allocate for them.
 	case buf == nil:
-		buf = sp.back.alloc(t.abs, true)
+		buf = sp.back.alloc(t.abs)
 		if c != ClassZero && len(src) < sp.pageSize {
 			Generate(buf, c, t.seed, t.key, sp.gens[t.abs])
 		}
@@ -146,7 +146,7 @@ func (sp *space) setLocked(t target, c Class, gen uint32) {
 	if c == ClassZero || !sp.storesGenerated() {
 		sp.back.release(t.abs)
 	} else {
-		Generate(sp.back.alloc(t.abs, true), c, t.seed, t.key, gen)
+		Generate(sp.back.alloc(t.abs), c, t.seed, t.key, gen)
 	}
 	sp.classes[t.abs] = c
 	sp.gens[t.abs] = gen
@@ -159,7 +159,7 @@ func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 		sp.setLocked(t, ClassZero, gen)
 		return
 	}
-	copy(sp.back.alloc(t.abs, false), data) // every byte: no need to clear
+	copy(sp.back.alloc(t.abs), data)
 	sp.classes[t.abs] = ClassExplicit
 	sp.gens[t.abs] = gen
 }

@@ -15,7 +15,7 @@ import (
 // room for every size in the table.
 func calibrationVM(t testing.TB, h *vgpu.Host, profile string, usedBytes int64) *vgpu.VM {
 	t.Helper()
-	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3, RequestsPerSec: 100, FootprintBytes: usedBytes, Seed: 7})
+	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3(), RequestsPerSec: 100, FootprintBytes: usedBytes, Seed: 7})
 	must(t, err)
 	vm, err := h.CreateVM(vgpu.VMSpec{ID: "vm-" + profile, RAMBytes: 4 * GiB, RAMFootprintBytes: 1 * GiB, Profiles: []string{profile}, Workload: w})
 	must(t, err)

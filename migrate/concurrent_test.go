@@ -18,7 +18,7 @@ func TestSixConcurrentMigrations(t *testing.T) {
 	src, dst := hostPair(t, memory.Synthetic, 4)
 	var vms []*vgpu.VM
 	for i := range 6 {
-		vms = append(vms, inferenceVM(t, src, fmt.Sprintf("vm%d", i), "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3, uint64(i+1)))
+		vms = append(vms, inferenceVM(t, src, fmt.Sprintf("vm%d", i), "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3(), uint64(i+1)))
 	}
 	must(t, src.Advance(time.Second))
 	must(t, dst.Advance(time.Second))
@@ -45,7 +45,7 @@ func TestSixConcurrentMigrations(t *testing.T) {
 	}
 	alone := func() time.Duration {
 		src, dst := hostPair(t, memory.Synthetic, 1)
-		vm := inferenceVM(t, src, "alone", "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3, 1)
+		vm := inferenceVM(t, src, "alone", "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3(), 1)
 		must(t, src.Advance(time.Second))
 		rep, err := Migrate(vm, dst, Config{Fidelity: Model})
 		must(t, err)
@@ -73,7 +73,7 @@ func TestHostConcurrencyLimit(t *testing.T) {
 	s, err := NewSim(SimConfig{MaxPerHost: 2}, src, dst)
 	must(t, err)
 	for i := range 3 {
-		vm := inferenceVM(t, src, fmt.Sprintf("vm%d", i), "P40-1Q", 1*GiB, 512*MiB, vgpu.MobileNet, uint64(i+1))
+		vm := inferenceVM(t, src, fmt.Sprintf("vm%d", i), "P40-1Q", 1*GiB, 512*MiB, vgpu.MobileNet(), uint64(i+1))
 		_, err := s.Start(vm, dst, Config{Fidelity: Model})
 		if i < 2 {
 			must(t, err)

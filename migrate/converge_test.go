@@ -15,7 +15,7 @@ func hotVM(t testing.TB, h *vgpu.Host) *vgpu.VM {
 	t.Helper()
 	// Training rewrites all its weights every iteration, tens of times a
 	// second.
-	w, err := vgpu.NewTraining(vgpu.TrainingConfig{Model: vgpu.MobileNet, FootprintBytes: 512 * MiB, Seed: 5})
+	w, err := vgpu.NewTraining(vgpu.TrainingConfig{Model: vgpu.MobileNet(), FootprintBytes: 512 * MiB, Seed: 5})
 	must(t, err)
 	vm, err := h.CreateVM(vgpu.VMSpec{ID: "hot", RAMBytes: 2 * GiB, RAMFootprintBytes: 256 * MiB, Profiles: []string{"P40-2Q"}, Workload: w})
 	must(t, err)

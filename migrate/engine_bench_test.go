@@ -136,7 +136,7 @@ func BenchmarkCopyEngine(b *testing.B) {
 func BenchmarkBaseline(b *testing.B) {
 	const chunk = checkpoint.DefaultBatchBytes
 	b.Run("op=copy", func(b *testing.B) {
-		src := benchBytes(b, memory.MixRealistic)
+		src := benchBytes(b, memory.MixRealistic())
 		dst := make([]byte, chunk)
 		b.SetBytes(benchRegionBytes)
 		b.ReportAllocs()

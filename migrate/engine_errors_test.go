@@ -32,7 +32,7 @@ func (f *failingWriter) WriteBatch(b checkpoint.EncodedBatch) error {
 
 func TestEngineErrors(t *testing.T) {
 	const pages, batchPages = 64, 4
-	r := engineRegion(t, memory.Dense, pages, 4096, 4, memory.MixRealistic)
+	r := engineRegion(t, memory.Dense, pages, 4096, 4, memory.MixRealistic())
 	// A set reaching past the region: every page from 64 on fails to
 	// read, the first in batch 16.
 	beyond := memory.NewPageSet(pages + 3*batchPages)
@@ -128,7 +128,7 @@ func (l *lateWriter) WriteBatch(checkpoint.EncodedBatch) error {
 }
 
 func TestEngineCancel(t *testing.T) {
-	r := engineRegion(t, memory.Dense, 256, 4096, 5, memory.MixText)
+	r := engineRegion(t, memory.Dense, 256, 4096, 5, memory.MixText())
 	for _, workers := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
 			e, err := NewEngine(EngineConfig{Workers: workers, BatchBytes: 2 * 4096})

@@ -15,7 +15,7 @@ import (
 // workers.
 func ExampleEngine() {
 	ram, _ := memory.New(memory.Config{SizeBytes: 64 << 20, Kind: memory.Dense, Seed: 1})
-	_ = ram.FillMix(0, ram.Pages(), memory.MixRealistic)
+	_ = ram.FillMix(0, ram.Pages(), memory.MixRealistic())
 
 	streams := map[int][]byte{}
 	for _, workers := range []int{1, 2} {

@@ -22,10 +22,10 @@ type engineCase struct {
 // engineCases are regions of every backing and several mixes, with the
 // sets a migration sends: the used pages, a dirty log, every page.
 func engineCases(t *testing.T) []engineCase {
-	dense := engineRegion(t, memory.Dense, 384, 4096, 11, memory.MixRealistic)
-	sparse := engineRegion(t, memory.Sparse, 300, 4096, 12, memory.MixText)
-	synth := engineRegion(t, memory.Synthetic, 96, 64<<10, 13, memory.MixRealistic)
-	weights := engineRegion(t, memory.Dense, 200, 4096, 14, memory.MixWeights)
+	dense := engineRegion(t, memory.Dense, 384, 4096, 11, memory.MixRealistic())
+	sparse := engineRegion(t, memory.Sparse, 300, 4096, 12, memory.MixText())
+	synth := engineRegion(t, memory.Synthetic, 96, 64<<10, 13, memory.MixRealistic())
+	weights := engineRegion(t, memory.Dense, 200, 4096, 14, memory.MixWeights())
 
 	dense.CollectDirty(memory.NewPageSet(0))
 	p, err := memory.NewPattern(dense, memory.PatternConfig{Kind: memory.Uniform, RateBytesPerSec: 100 * 4096, Seed: 15})
@@ -109,7 +109,7 @@ func TestEngineMatchesReferenceProperty(t *testing.T) {
 		pageSize := rapid.SampledFrom([]int{64, 512, 4096, 64 << 10}).Draw(rt, "pageSize")
 		pages := rapid.IntRange(1, min(300, (4<<20)/pageSize)).Draw(rt, "pages")
 		kind := rapid.SampledFrom([]memory.Kind{memory.Dense, memory.Sparse, memory.Synthetic}).Draw(rt, "kind")
-		mix := rapid.SampledFrom(append(memory.Mixes(), memory.MixActivations)).Draw(rt, "mix")
+		mix := rapid.SampledFrom(append(memory.Mixes(), memory.MixActivations())).Draw(rt, "mix")
 		seed := rapid.Uint64().Draw(rt, "seed")
 		r := engineRegion(rt, kind, pages, pageSize, seed, mix)
 

@@ -52,7 +52,7 @@ func TestEngineConfig(t *testing.T) {
 }
 
 func TestEngineClose(t *testing.T) {
-	r := engineRegion(t, memory.Dense, 16, 4096, 1, memory.MixRealistic)
+	r := engineRegion(t, memory.Dense, 16, 4096, 1, memory.MixRealistic())
 	for _, workers := range []int{1, 3} {
 		e, err := NewEngine(EngineConfig{Workers: workers})
 		must(t, err)
@@ -76,7 +76,7 @@ func settledGoroutines(want int) int {
 }
 
 func TestEngineGoroutines(t *testing.T) {
-	r := engineRegion(t, memory.Dense, 64, 4096, 2, memory.MixRealistic)
+	r := engineRegion(t, memory.Dense, 64, 4096, 2, memory.MixRealistic())
 	before := runtime.NumGoroutine()
 	e, err := NewEngine(EngineConfig{Workers: 1, BatchBytes: 8192})
 	must(t, err)
@@ -162,7 +162,7 @@ func (s *slowWriter) WriteBatch(b checkpoint.EncodedBatch) error {
 }
 
 func TestEngineBackPressure(t *testing.T) {
-	r := engineRegion(t, memory.Dense, 256, 4096, 3, memory.MixRealistic)
+	r := engineRegion(t, memory.Dense, 256, 4096, 3, memory.MixRealistic())
 	const batchBytes = 4 << 12
 	want, _ := referenceStream(t, r, nil, checkpoint.LevelFastest, batchBytes)
 	for _, c := range []struct{ workers, inFlight int }{{2, 2}, {2, 5}, {4, 4}, {4, 9}} {
@@ -197,7 +197,7 @@ func TestEngineSteadyStateAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
-	r := engineRegion(t, memory.Dense, 512, 4096, 6, memory.MixRealistic)
+	r := engineRegion(t, memory.Dense, 512, 4096, 6, memory.MixRealistic())
 	set := memory.NewPageSet(r.Pages())
 	for p := 0; p < r.Pages(); p += 3 {
 		set.Add(p)

@@ -14,7 +14,7 @@ func Example() {
 	src, _ := vgpu.NewHost(vgpu.HostConfig{Name: "esx-a"})
 	dst, _ := vgpu.NewHost(vgpu.HostConfig{Name: "esx-b"})
 	p, _ := vgpu.ParseProfile("P40-8Q")
-	inf, _ := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3, FootprintBytes: p.UsableFramebufferBytes(), Seed: 1})
+	inf, _ := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3(), FootprintBytes: p.UsableFramebufferBytes(), Seed: 1})
 	vm, _ := src.CreateVM(vgpu.VMSpec{ID: "inference-1", RAMBytes: 8 << 30, RAMFootprintBytes: 2 << 30,
 		Profiles: []string{p.Name}, Workload: inf})
 	_ = vm.Start()

@@ -52,7 +52,7 @@ func rel(a, b float64) float64 {
 
 func calibrationVMSized(t testing.TB, h *vgpu.Host, ramBytes, ramFootprint, usedFB int64) *vgpu.VM {
 	t.Helper()
-	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.MobileNet, RequestsPerSec: 100, FootprintBytes: usedFB, Seed: 7})
+	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.MobileNet(), RequestsPerSec: 100, FootprintBytes: usedFB, Seed: 7})
 	must(t, err)
 	vm, err := h.CreateVM(vgpu.VMSpec{ID: "vm", RAMBytes: ramBytes, RAMFootprintBytes: ramFootprint, Profiles: []string{"P40-2Q"}, Workload: w})
 	must(t, err)

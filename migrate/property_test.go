@@ -144,7 +144,7 @@ func TestDeterminism(t *testing.T) {
 
 func TestReportJSON(t *testing.T) {
 	src, dst := hostPair(t, memory.Synthetic, 1)
-	vm := inferenceVM(t, src, "vm", "P40-2Q", 128*MiB, 64*MiB, vgpu.MobileNet, 3)
+	vm := inferenceVM(t, src, "vm", "P40-2Q", 128*MiB, 64*MiB, vgpu.MobileNet(), 3)
 	rep, err := Migrate(vm, dst, Config{Fidelity: Model})
 	must(t, err)
 	b, err := jsonMarshal(rep)

@@ -257,15 +257,6 @@ func (s *Scheduler) Tenant(id TenantID) (TenantInfo, error) {
 	}, nil
 }
 
-// Tenants appends the IDs of all tenants, in ID order (which is also the
-// round-robin order), to dst.
-func (s *Scheduler) Tenants(dst []TenantID) []TenantID {
-	for _, t := range s.tenants {
-		dst = append(dst, t.id)
-	}
-	return dst
-}
-
 // wake counts t, which has just become runnable (on, with work), and
 // brings its eligibility up to now: time it spent idle, paused or off is
 // not banked, since under equal and fixed share a slot its tenant leaves

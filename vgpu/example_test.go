@@ -7,15 +7,15 @@ import (
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// A host with two Tesla P40s serves the source document's two MLaaS models
-// from three VMs with P40-8Q vGPUs, placed breadth-first, for ten simulated
-// seconds.
+// A host with two Tesla P40s serves the two MLaaS models of the GTC 2019
+// talk "vMotion for NVIDIA GRID vGPU Virtual Machines" from three VMs with
+// P40-8Q vGPUs, placed breadth-first, for ten simulated seconds.
 func Example() {
 	host, err := vgpu.NewHost(vgpu.HostConfig{Name: "esx-01", GPUs: 2, Seed: 1})
 	if err != nil {
 		panic(err)
 	}
-	for i, m := range []vgpu.Model{vgpu.InceptionV3, vgpu.MobileNet, vgpu.InceptionV3} {
+	for i, m := range []vgpu.Model{vgpu.InceptionV3(), vgpu.MobileNet(), vgpu.InceptionV3()} {
 		w, err := vgpu.NewInference(vgpu.InferenceConfig{
 			Model: m, RequestsPerSec: 100, FootprintBytes: 2 * vgpu.GiB, Seed: uint64(i + 1),
 		})

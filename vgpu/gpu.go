@@ -57,9 +57,6 @@ func newGPU(h *Host, index int) (*GPU, error) {
 // Index returns the GPU's position on its host, from 0.
 func (g *GPU) Index() int { return g.index }
 
-// Spec returns the GPU's model spec.
-func (g *GPU) Spec() GPUSpec { return g.spec }
-
 // Framebuffer returns the GPU's whole framebuffer, of which every vGPU's
 // framebuffer is a window.
 func (g *GPU) Framebuffer() *memory.Region { return g.fb }

@@ -16,9 +16,9 @@ import (
 // the same host.
 func mixedHost(t tb, policy sched.Policy) (*Host, []*VM) {
 	h := newHost(t, HostConfig{Name: "h", GPUs: 2, Seed: 42, Sched: sched.Config{Policy: policy}, FramebufferPageSize: 256 << 10})
-	inf, err := NewInference(InferenceConfig{Model: InceptionV3, RequestsPerSec: 150, FootprintBytes: 256 * MiB, RAMWorkingSetBytes: 32 * MiB, FramebufferDirtyBytesPerSec: 8 * MiB, Seed: 1})
+	inf, err := NewInference(InferenceConfig{Model: InceptionV3(), RequestsPerSec: 150, FootprintBytes: 256 * MiB, RAMWorkingSetBytes: 32 * MiB, FramebufferDirtyBytesPerSec: 8 * MiB, Seed: 1})
 	must(t, err)
-	tr, err := NewTraining(TrainingConfig{Model: MobileNet, BatchSize: 16, FootprintBytes: 96 * MiB, Seed: 2})
+	tr, err := NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 16, FootprintBytes: 96 * MiB, Seed: 2})
 	must(t, err)
 	cad, err := NewCAD(CADConfig{SceneBytes: 64 * MiB, WidthPixels: 1280, HeightPixels: 720, RAMWorkingSetBytes: 32 * MiB, Seed: 3})
 	must(t, err)
@@ -107,7 +107,7 @@ func TestAdvanceSplitInvariance(t *testing.T) {
 // served, its latency counting the pause.
 func TestPauseLosesNothing(t *testing.T) {
 	h := newHost(t, HostConfig{})
-	w, err := NewInference(InferenceConfig{Model: MobileNet, RequestsPerSec: 100, FootprintBytes: 64 * MiB, RAMWorkingSetBytes: 16 * MiB, FramebufferDirtyBytesPerSec: 4 * MiB, Seed: 3})
+	w, err := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: 100, FootprintBytes: 64 * MiB, RAMWorkingSetBytes: 16 * MiB, FramebufferDirtyBytesPerSec: 4 * MiB, Seed: 3})
 	must(t, err)
 	vm := mustVM(t, h, VMSpec{ID: "vm", RAMBytes: 256 * MiB, Profiles: []string{"P40-4Q"}, Workload: w})
 	must(t, vm.Start())
@@ -151,16 +151,16 @@ func TestPauseLosesNothing(t *testing.T) {
 // by 0.
 func TestThrottle(t *testing.T) {
 	h := newHost(t, HostConfig{})
-	w, err := NewInference(InferenceConfig{Model: MobileNet, RequestsPerSec: 400, FootprintBytes: 64 * MiB, RAMWorkingSetBytes: 64 * MiB,
+	w, err := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: 400, FootprintBytes: 64 * MiB, RAMWorkingSetBytes: 64 * MiB,
 		RAMDirtyBytesPerSec: 64 * MiB, FramebufferDirtyBytesPerSec: 32 * MiB, Seed: 3})
 	must(t, err)
 	vm := mustVM(t, h, VMSpec{ID: "vm", RAMBytes: 256 * MiB, Profiles: []string{"P40-4Q"}, Workload: w})
 	must(t, vm.Start())
 	measure := func() (ram, fb int64, done int64) {
-		r0, f0 := w.ram.written, w.fb[0].written
+		r0, f0 := w.ram.written(), w.fb[0].written()
 		from := h.Now()
 		advance(t, h, 2*time.Second)
-		return w.ram.written - r0, w.fb[0].written - f0, w.Metrics(from, h.Now()).Completed
+		return w.ram.written() - r0, w.fb[0].written() - f0, w.Metrics(from, h.Now()).Completed
 	}
 	r1, f1, d1 := measure()
 	if r1 != 2*64*MiB/4096 || f1 != 2*32*MiB/(64<<10) {

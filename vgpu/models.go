@@ -55,20 +55,32 @@ type Model struct {
 // WeightsBytes is the size of the model's weights in float32.
 func (m Model) WeightsBytes() int64 { return 4 * m.Parameters }
 
-// The presets of the source document 000_c5fa5b695abf6253.txt (MLaaS
-// experiment #1): Inception V3, 48 layers, 5000 million MACs; MobileNet, 28
-// layers, 569 million MACs. Parameter counts: Keras Applications' table
-// (keras.io/api/applications: InceptionV3 23.9 M, MobileNet 4.3 M). Input
-// tensors: 299x299x3 and 224x224x3 float32. Activation bytes: estimates
-// from the published layer shapes, summing every layer's output at batch 1
-// (about 11.8 M floats for Inception V3 at 299x299, 4.7 M for MobileNet at
-// 224x224), rounded to whole MiB — an assumption, not a measurement.
-var (
-	InceptionV3 = Model{Name: "Inception V3", MACs: 5_000_000_000, Layers: 48,
+// The model presets. Each call returns a fresh Model, so that a caller
+// adjusting the one it was handed changes no other workload's default.
+//
+// MACs and layers: MLaaS experiment #1 of "vMotion for NVIDIA GRID vGPU
+// Virtual Machines: Case Study of vMotion Using MLaaS" (Hari Sivaraman,
+// Dimitrios Skarlatos, Lan Vu, Uday Kurkure; NVIDIA GTC 2019 talk).
+// Parameter counts: Keras Applications' table (keras.io/api/applications).
+// Activation bytes: estimates from the published layer shapes, summing
+// every layer's float32 output at batch 1, rounded to whole MiB — an
+// assumption, not a measurement.
+
+// InceptionV3 is Inception V3 at 299x299x3 float32 input: 48 layers, 5000
+// million MACs (the GTC 2019 talk), 23.9 million parameters (Keras), about
+// 11.8 million activation floats (45 MiB; estimate).
+func InceptionV3() Model {
+	return Model{Name: "Inception V3", MACs: 5_000_000_000, Layers: 48,
 		Parameters: 23_900_000, InputBytes: 299 * 299 * 3 * 4, ActivationBytes: 45 * MiB}
-	MobileNet = Model{Name: "MobileNet", MACs: 569_000_000, Layers: 28,
+}
+
+// MobileNet is MobileNet at 224x224x3 float32 input: 28 layers, 569
+// million MACs (the GTC 2019 talk), 4.3 million parameters (Keras), about
+// 4.7 million activation floats (18 MiB; estimate).
+func MobileNet() Model {
+	return Model{Name: "MobileNet", MACs: 569_000_000, Layers: 28,
 		Parameters: 4_300_000, InputBytes: 224 * 224 * 3 * 4, ActivationBytes: 18 * MiB}
-)
+}
 
 // GPUWork converts an operation count into GPU time: ops divided by the
 // throughput actually sustained, peakOpsPerSec times efficiency. The

@@ -173,9 +173,12 @@ var (
 //     and A series: NVIDIA Virtual GPU Software User Guide, release 8.0,
 //     section 1.4.1.7 "Tesla P40 Virtual GPU Types"; the same maxima appear
 //     as max_instance in the mdev descriptions of a P40 host (`mdevctl
-//     types`), and the source document 001_322282e416af8153.txt states
-//     P40-1Q scales to 24 VMs and P40-12Q to 2, 000_c5fa5b695abf6253.txt
-//     P40-1q = 1 GB, 24 per GPU;
+//     types`); "GPU Virtualization for Machine Learning Workloads, Part 2"
+//     (Uday Kurkure, Lan Vu, Hari Sivaraman; VMware blog, 2020) states
+//     P40-1Q scales to 24 VMs and P40-12Q to 2, and "vMotion for NVIDIA
+//     GRID vGPU Virtual Machines: Case Study of vMotion Using MLaaS" (Hari
+//     Sivaraman, Dimitrios Skarlatos, Lan Vu, Uday Kurkure; NVIDIA GTC
+//     2019) P40-1q = 1 GB, 24 per GPU;
 //   - display heads, maximum resolution, frame-rate limit, CUDA support,
 //     multi-vGPU support, the C series and the mdev type IDs: the vGPU
 //     manager's type table (vgpuConfig.xml of driver 510.47.03, vGPU 14.0)
@@ -250,7 +253,7 @@ func ProfileNames() []string {
 // ParseProfile returns the vGPU type named name, in any of the forms a
 // hypervisor shows: the type name "P40-8Q", the vGPU manager's "GRID
 // P40-8Q", or the mdev type "nvidia-51"; case and surrounding space are
-// ignored ("P40-1q" as the source documents write it). An unknown name is
+// ignored ("P40-1q" as VMware's papers on vGPU write it). An unknown name is
 // an *UnknownProfileError listing the valid names.
 func ParseProfile(name string) (Profile, error) {
 	n := strings.TrimSpace(name)

@@ -82,8 +82,10 @@ func TestP40ProfileTable(t *testing.T) {
 			}
 		})
 	}
-	// The source documents' figures: P40-1q is 1 GB, 24 per GPU; P40-12q
-	// scales to 2 VMs.
+	// The published figures: P40-1q is 1 GB, 24 per GPU (GTC 2019 talk
+	// "vMotion for NVIDIA GRID vGPU Virtual Machines"); P40-12q scales to 2
+	// VMs (VMware blog "GPU Virtualization for Machine Learning Workloads,
+	// Part 2").
 	if p, _ := ParseProfile("P40-1q"); p.FramebufferBytes != GiB || p.MaxInstances != 24 {
 		t.Errorf("P40-1q: %d bytes, %d per GPU", p.FramebufferBytes, p.MaxInstances)
 	}

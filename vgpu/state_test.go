@@ -22,7 +22,7 @@ import (
 // is paused with work queued: its device state has everything in it.
 func busyVM(t tb, h *Host, id, profile string) *VM {
 	t.Helper()
-	w, err := NewInference(InferenceConfig{Model: MobileNet, RequestsPerSec: 2000, WeightsBytes: 16 * MiB, ActivationsBytes: 8 * MiB, RAMWorkingSetBytes: 16 * MiB, Seed: 5})
+	w, err := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: 2000, WeightsBytes: 16 * MiB, ActivationsBytes: 8 * MiB, RAMWorkingSetBytes: 16 * MiB, Seed: 5})
 	must(t, err)
 	vm := mustVM(t, h, VMSpec{ID: id, RAMBytes: 256 * MiB, Profiles: []string{profile}, Workload: w})
 	must(t, vm.Start())
@@ -277,7 +277,7 @@ func TestRestoreProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		profile := rapid.SampledFrom([]string{"P40-1Q", "P40-4C", "P40-8Q", "P40-24Q"}).Draw(rt, "profile")
 		src := newHost(rt, HostConfig{Name: "src", Seed: rapid.Uint64().Draw(rt, "seed"), FramebufferPageSize: 1 << 20, RAMPageSize: 64 << 10})
-		w, err := NewInference(InferenceConfig{Model: MobileNet, RequestsPerSec: float64(rapid.IntRange(10, 5000).Draw(rt, "rate")),
+		w, err := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: float64(rapid.IntRange(10, 5000).Draw(rt, "rate")),
 			WeightsBytes: 8 * MiB, ActivationsBytes: 4 * MiB, RAMWorkingSetBytes: 8 * MiB, Seed: rapid.Uint64().Draw(rt, "wseed")})
 		must(rt, err)
 		vm := mustVM(rt, src, VMSpec{ID: "vm", RAMBytes: 64 * MiB, Profiles: []string{profile}, Workload: w})

@@ -96,13 +96,15 @@ func expGap(rng *rand.PCG, rate float64) time.Duration {
 
 // ramMix is the content of a guest's working memory: the realistic mix of
 // zero, weight-like, text and random pages.
-var ramMix = memory.MixRealistic
+func ramMix() memory.Mix { return memory.MixRealistic() }
 
 // textMix is the content of desktop surfaces and documents.
-var textMix = memory.MixText
+func textMix() memory.Mix { return memory.MixText() }
 
 // renderMix is the content of rendered frames: half smooth-shaded,
 // moderately compressible surfaces, half noisy texture detail
 // (assumption).
-var renderMix = memory.Mix{Name: "render", Parts: []memory.MixPart{
-	{Class: memory.ClassActivations, Weight: 1}, {Class: memory.ClassRandom, Weight: 1}}}
+func renderMix() memory.Mix {
+	return memory.Mix{Name: "render", Parts: []memory.MixPart{
+		{Class: memory.ClassActivations, Weight: 1}, {Class: memory.ClassRandom, Weight: 1}}}
+}

@@ -7,9 +7,11 @@ import (
 	"github.com/vgpusim/vgpusim/sched"
 )
 
-// CADConfig configures an interactive CAD / 3D application (the source
-// documents' SPECapc for 3ds Max). Zero fields take the defaults in
-// brackets; the defaults are assumptions.
+// CADConfig configures an interactive CAD / 3D application (SPECapc for
+// 3ds Max, the graphics workload of the GTC 2019 talk "vMotion for NVIDIA
+// GRID vGPU Virtual Machines" and of the VMware blog "GPU Virtualization
+// for Machine Learning Workloads, Part 2"). Zero fields take the defaults
+// in brackets; the defaults are assumptions.
 type CADConfig struct {
 	// TargetFPS is the frame rate the application aims at [60]; the
 	// frame-rate limiter caps it under the best-effort scheduler.
@@ -33,9 +35,10 @@ type CADConfig struct {
 	// RAMWorkingSetBytes is the application's guest memory [2 GiB].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is its dirtying while the user edits the model
-	// [16 MiB/s] in pattern RAMDirtyPattern [DirtyHotSet].
+	// [16 MiB/s] in pattern RAMDirtyPattern (memory.HotSet with the
+	// default rate; memory.Uniform when a rate is given without one).
 	RAMDirtyBytesPerSec int64
-	RAMDirtyPattern     DirtyPattern
+	RAMDirtyPattern     memory.PatternKind
 	HistoryLimit        int
 	Seed                uint64
 }
@@ -88,7 +91,7 @@ func NewCAD(cfg CADConfig) (*CAD, error) {
 	}
 	if cfg.RAMDirtyBytesPerSec == 0 {
 		cfg.RAMDirtyBytesPerSec = 16 * MiB
-		cfg.RAMDirtyPattern = DirtyHotSet
+		cfg.RAMDirtyPattern = memory.HotSet
 	}
 	switch {
 	case !(cfg.TargetFPS > 0 && cfg.TargetFPS <= 1000):
@@ -128,20 +131,20 @@ func (w *CAD) Start(env *Env) error {
 	if c.FootprintBytes > 0 {
 		sceneBytes = firstOfFootprint(c.FootprintBytes, c.renderTargetBytes(), fl.page)
 	}
-	scene, err := fl.take(sceneBytes, memory.MixWeights, "scene")
+	scene, err := fl.take(sceneBytes, memory.MixWeights(), "scene")
 	if err != nil {
 		return err
 	}
-	rt, err := fl.take(c.renderTargetBytes(), renderMix, "render targets")
+	rt, err := fl.take(c.renderTargetBytes(), renderMix(), "render targets")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	fb := env.Framebuffer(0)

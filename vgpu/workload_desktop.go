@@ -1,5 +1,7 @@
 package vgpu
 
+import "github.com/vgpusim/vgpusim/memory"
+
 // DesktopConfig configures a knowledge worker's desktop. Zero fields take
 // the defaults in brackets; the defaults are assumptions describing office
 // work on a 1920x1080 desktop.
@@ -21,9 +23,10 @@ type DesktopConfig struct {
 	// footprint [1 GiB].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is the applications' background dirtying [1 MiB/s]
-	// in pattern RAMDirtyPattern [DirtyHotSet].
+	// in pattern RAMDirtyPattern (memory.HotSet with the default rate;
+	// memory.Uniform when a rate is given without one).
 	RAMDirtyBytesPerSec int64
-	RAMDirtyPattern     DirtyPattern
+	RAMDirtyPattern     memory.PatternKind
 	// HistoryLimit bounds the updates remembered for metrics.
 	HistoryLimit int
 	Seed         uint64
@@ -60,7 +63,7 @@ func NewDesktop(cfg DesktopConfig) (*Desktop, error) {
 	}
 	if cfg.RAMDirtyBytesPerSec == 0 {
 		cfg.RAMDirtyBytesPerSec = 1 * MiB
-		cfg.RAMDirtyPattern = DirtyHotSet
+		cfg.RAMDirtyPattern = memory.HotSet
 	}
 	switch {
 	case !(cfg.UpdatesPerSec > 0 && cfg.UpdatesPerSec <= 1e5):
@@ -81,16 +84,16 @@ func (w *Desktop) Config() DesktopConfig { return w.cfg }
 func (w *Desktop) Start(env *Env) error {
 	c := w.cfg
 	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
-	surf, err := fl.take(c.SurfaceBytes, textMix, "surfaces")
+	surf, err := fl.take(c.SurfaceBytes, textMix(), "surfaces")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	if err := ws.fill(env.RAM()); err != nil {

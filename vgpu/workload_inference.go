@@ -35,9 +35,10 @@ type InferenceConfig struct {
 	// guest OS footprint; request inputs cycle through it [256 MiB].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is background dirtying of that working set by the
-	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern.
+	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern
+	// [memory.Uniform].
 	RAMDirtyBytesPerSec int64
-	RAMDirtyPattern     DirtyPattern
+	RAMDirtyPattern     memory.PatternKind
 	// FramebufferDirtyBytesPerSec is background dirtying of the activation
 	// arena (pre- and post-processing kernels) [0].
 	FramebufferDirtyBytesPerSec int64
@@ -62,7 +63,7 @@ type Inference struct {
 // NewInference returns an inference service; it starts with its VM.
 func NewInference(cfg InferenceConfig) (*Inference, error) {
 	if cfg.Model.Name == "" {
-		cfg.Model = InceptionV3
+		cfg.Model = InceptionV3()
 	}
 	if cfg.RequestsPerSec == 0 {
 		cfg.RequestsPerSec = 50
@@ -119,20 +120,20 @@ func (w *Inference) Start(env *Env) error {
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	weights, err := fl.take(weightsBytes, memory.MixWeights, "weights")
+	weights, err := fl.take(weightsBytes, memory.MixWeights(), "weights")
 	if err != nil {
 		return err
 	}
-	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations, "activation arena")
+	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations(), "activation arena")
 	if err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix, "working set")
+	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	w.fb, w.out = nil, nil
@@ -144,7 +145,7 @@ func (w *Inference) Start(env *Env) error {
 		if err := arena.fill(fb); err != nil {
 			return err
 		}
-		d, err := newDirtier(arena, DirtyUniform, c.FramebufferDirtyBytesPerSec, derive(c.Seed, 100+uint64(i)))
+		d, err := newDirtier(fb, arena, memory.Uniform, c.FramebufferDirtyBytesPerSec, derive(c.Seed, 100+uint64(i)))
 		if err != nil {
 			return err
 		}

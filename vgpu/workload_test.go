@@ -19,27 +19,27 @@ func TestModelWork(t *testing.T) {
 		want time.Duration
 	}{
 		// Inception V3: 2 x 5000 M ops over a quarter of 11.76 TFLOPS.
-		{"InceptionV3 FP32", 2 * InceptionV3.MACs, p40.FP32FlopsPerSec, 0.25, 3401915},
-		{"MobileNet FP32", 2 * MobileNet.MACs, p40.FP32FlopsPerSec, 0.25, 387138},
-		{"InceptionV3 INT8", 2 * InceptionV3.MACs, p40.INT8OpsPerSec, 0.25, 851063},
+		{"InceptionV3 FP32", 2 * InceptionV3().MACs, p40.FP32FlopsPerSec, 0.25, 3401915},
+		{"MobileNet FP32", 2 * MobileNet().MACs, p40.FP32FlopsPerSec, 0.25, 387138},
+		{"InceptionV3 INT8", 2 * InceptionV3().MACs, p40.INT8OpsPerSec, 0.25, 851063},
 		{"zero", 0, p40.FP32FlopsPerSec, 1, 1},
 	} {
 		if got := GPUWork(tc.ops, tc.peak, tc.eff); got != tc.want {
 			t.Errorf("%s: %v (%d ns), want %v", tc.name, got, got, tc.want)
 		}
 	}
-	if InceptionV3.MACs != 5000e6 || InceptionV3.Layers != 48 || MobileNet.MACs != 569e6 || MobileNet.Layers != 28 {
-		t.Error("presets differ from the source document")
+	if InceptionV3().MACs != 5000e6 || InceptionV3().Layers != 48 || MobileNet().MACs != 569e6 || MobileNet().Layers != 28 {
+		t.Error("presets differ from the GTC 2019 talk's MLaaS experiment")
 	}
-	if InceptionV3.WeightsBytes() != 95_600_000 || MobileNet.WeightsBytes() != 17_200_000 {
-		t.Errorf("weights %d, %d", InceptionV3.WeightsBytes(), MobileNet.WeightsBytes())
+	if InceptionV3().WeightsBytes() != 95_600_000 || MobileNet().WeightsBytes() != 17_200_000 {
+		t.Errorf("weights %d, %d", InceptionV3().WeightsBytes(), MobileNet().WeightsBytes())
 	}
 	w, _ := NewInference(InferenceConfig{})
 	if c := w.Config(); c.Model.Name != "Inception V3" || c.RequestsPerSec != 50 || c.Efficiency != 0.25 || c.Precision != FP32 {
 		t.Errorf("inference defaults %+v", c)
 	}
 	tr, _ := NewTraining(TrainingConfig{})
-	if c := tr.Config(); c.BatchSize != 32 || c.OptimizerStateBytes != 2*InceptionV3.WeightsBytes() || c.QueueDepth != 2 || c.PollInterval != time.Millisecond {
+	if c := tr.Config(); c.BatchSize != 32 || c.OptimizerStateBytes != 2*InceptionV3().WeightsBytes() || c.QueueDepth != 2 || c.PollInterval != time.Millisecond {
 		t.Errorf("training defaults %+v", c)
 	}
 	if got := tr.IterationWork(p40); got != GPUWork(3*2*5000e6*32, p40.FP32FlopsPerSec, 0.4) {
@@ -105,14 +105,14 @@ func TestInferenceSharing(t *testing.T) {
 		advance(t, h, 10*time.Second)
 		lat[policy] = ws[0].Metrics(0, h.Now()).LatencyP50
 	}
-	work := GPUWork(2*InceptionV3.MACs, P40().FP32FlopsPerSec, 0.25)
+	work := GPUWork(2*InceptionV3().MACs, P40().FP32FlopsPerSec, 0.25)
 	if lat[sched.BestEffort] != work || lat[sched.EqualShare] < 3*work/2 {
 		t.Errorf("median latency best effort %v, equal share %v (work %v)", lat[sched.BestEffort], lat[sched.EqualShare], work)
 	}
 }
 
 func TestTraining(t *testing.T) {
-	w, _ := NewTraining(TrainingConfig{Model: MobileNet, BatchSize: 16, FootprintBytes: 320 * MiB, Seed: 1})
+	w, _ := NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 16, FootprintBytes: 320 * MiB, Seed: 1})
 	h, vm := run(t, HostConfig{}, "P40-24Q", w, 2*time.Second)
 	work := w.IterationWork(P40())
 	m := w.Metrics(0, h.Now())
@@ -214,7 +214,7 @@ func TestFootprint(t *testing.T) {
 
 func TestMultiVGPUWorkloads(t *testing.T) {
 	h := newHost(t, HostConfig{GPUs: 2})
-	inf, _ := NewInference(InferenceConfig{Model: MobileNet, RequestsPerSec: 400, Seed: 1})
+	inf, _ := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: 400, Seed: 1})
 	a := mustVM(t, h, VMSpec{ID: "a", RAMBytes: 4 * GiB, Profiles: []string{"P40-24Q", "P40-24Q"}, Workload: inf})
 	must(t, a.Start())
 	advance(t, h, time.Second)
@@ -224,7 +224,7 @@ func TestMultiVGPUWorkloads(t *testing.T) {
 		}
 	}
 	must(t, a.Destroy())
-	tr, _ := NewTraining(TrainingConfig{Model: MobileNet, BatchSize: 8, FootprintBytes: 64 * MiB})
+	tr, _ := NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 8, FootprintBytes: 64 * MiB})
 	b := mustVM(t, h, VMSpec{ID: "b", RAMBytes: 4 * GiB, Profiles: []string{"P40-24C", "P40-24C"}, Workload: tr})
 	must(t, b.Start())
 	advance(t, h, time.Second)
@@ -249,5 +249,25 @@ func TestHistory(t *testing.T) {
 	lat := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	if percentile(lat, 50) != 5 || percentile(lat, 99) != 10 || percentile(lat[:1], 99) != 1 {
 		t.Error("percentile")
+	}
+}
+
+// TestModelPresetsAreCopies checks that changing the Model a preset
+// returned leaves the next one, and a workload's default, as published.
+func TestModelPresetsAreCopies(t *testing.T) {
+	for _, preset := range []func() Model{InceptionV3, MobileNet} {
+		want := preset()
+		m := preset()
+		m.Name, m.MACs, m.Layers, m.Parameters, m.InputBytes, m.ActivationBytes = "changed", 1, 1, 1, 1, 1
+		if got := preset(); got != want {
+			t.Errorf("after changing a copy the preset is %+v, want %+v", got, want)
+		}
+	}
+	inf, err := NewInference(InferenceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inf.Config().Model; got != InceptionV3() {
+		t.Errorf("inference default model %+v", got)
 	}
 }

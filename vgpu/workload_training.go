@@ -69,7 +69,7 @@ type Training struct {
 // NewTraining returns a training workload; it starts with its VM.
 func NewTraining(cfg TrainingConfig) (*Training, error) {
 	if cfg.Model.Name == "" {
-		cfg.Model = InceptionV3
+		cfg.Model = InceptionV3()
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 32
@@ -136,17 +136,17 @@ func (w *Training) Start(env *Env) error {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
 	var err error
-	if w.weights, err = fl.take(weightsBytes, memory.MixWeights, "weights"); err != nil {
+	if w.weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
 		return err
 	}
-	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations, "activations"); err != nil {
+	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activations"); err != nil {
 		return err
 	}
 	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
-	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights, "optimizer state"); err != nil {
+	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights(), "optimizer state"); err != nil {
 		return err
 	}
-	if w.ram, err = newDirtier(w.optimizer, DirtySweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
+	if w.ram, err = newDirtier(env.RAM(), w.optimizer, memory.Sweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
 	for i := range env.Devices() {

@@ -2,8 +2,6 @@ package vgpu
 
 import (
 	"fmt"
-	"math/bits"
-	"math/rand/v2"
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -61,111 +59,67 @@ func firstOfFootprint(footprint, second, page int64) int64 {
 	return max(footprint-(second+page-1)/page*page, 0)
 }
 
-// DirtyPattern is how a workload's background writes choose pages.
-type DirtyPattern uint8
-
-// The patterns of background dirtying.
-const (
-	// DirtyUniform writes pages chosen uniformly at random.
-	DirtyUniform DirtyPattern = iota
-	// DirtyHotSet sends nine writes in ten to the first tenth of the
-	// range, the working set of most programs.
-	DirtyHotSet
-	// DirtySweep writes the range in order, wrapping around.
-	DirtySweep
-)
-
-func (p DirtyPattern) String() string {
-	switch p {
-	case DirtyUniform:
-		return "uniform"
-	case DirtyHotSet:
-		return "hot set"
-	case DirtySweep:
-		return "sweep"
-	}
-	return fmt.Sprintf("DirtyPattern(%d)", uint8(p))
-}
-
-// maxDirtyRate bounds a dirty rate (1 TB/s) so the page arithmetic stays
-// in range.
-const maxDirtyRate = 1e12
-
-// dirtier writes a span at a rate in bytes per second of simulated time,
-// carrying the fractional page in exact integer arithmetic, so that many
-// short advances write exactly what one long advance does. It holds its
-// own random source and no region: the caller passes the region each time,
-// which lets it move with its workload to another VM.
+// dirtier is a workload's background dirtying of one span: a
+// memory.Pattern over the span's pages (nil for an empty span, which
+// writes nothing), and the rate the workload was configured with, which a
+// throttle scales. The pattern is made on the VM the workload starts on
+// and moved, with each advance, to the region the Env hands out, so that
+// the writes follow the workload to another VM, random state and all.
 type dirtier struct {
-	span     span
-	pattern  DirtyPattern
-	baseRate int64
-	rate     int64
-	rng      *rand.PCG
-	carry    uint64 // byte-nanoseconds short of a page
-	cursor   int
-	written  int64
+	p    *memory.Pattern
+	rate int64 // configured, before any throttle
 }
 
-func newDirtier(s span, p DirtyPattern, rate int64, seed uint64) (dirtier, error) {
-	if rate < 0 || rate > maxDirtyRate {
-		return dirtier{}, configError("dirty rate %d bytes/s outside [0, %g]", rate, maxDirtyRate)
+// newDirtier returns a dirtier of span s of region r, writing with kind
+// (zero means memory.Uniform) at rate bytes per second, its page choices
+// drawn from seed.
+func newDirtier(r *memory.Region, s span, kind memory.PatternKind, rate int64, seed uint64) (dirtier, error) {
+	if kind == 0 {
+		kind = memory.Uniform
 	}
-	if p > DirtySweep {
-		return dirtier{}, configError("unknown dirty pattern %v", p)
+	if rate < 0 || rate > memory.MaxRateBytesPerSec {
+		return dirtier{}, configError("dirty rate %d bytes/s outside [0, %g]", rate, float64(memory.MaxRateBytesPerSec))
 	}
-	return dirtier{span: s, pattern: p, baseRate: rate, rate: rate, rng: rand.NewPCG(seed, 0x5851f42d4c957f2d)}, nil
+	first, n := s.pages(r)
+	if n == 0 {
+		return dirtier{rate: rate}, nil
+	}
+	p, err := memory.NewPattern(r, memory.PatternConfig{Kind: kind, RateBytesPerSec: rate, FirstPage: first, Pages: n, Mix: s.mix, Seed: seed})
+	if err != nil {
+		return dirtier{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return dirtier{p: p, rate: rate}, nil
 }
 
 // throttle sets the rate to 1-f of the configured one.
 func (d *dirtier) throttle(f float64) {
-	d.rate = int64(float64(float64(d.baseRate) * (1 - f)))
+	if d.p != nil {
+		// At most the configured rate, which NewPattern accepted: SetRate
+		// cannot fail.
+		_ = d.p.SetRate(int64(float64(float64(d.rate) * (1 - f))))
+	}
 }
 
-// advance writes the pages due for dt.
+// advance writes the pages of r due for dt.
 func (d *dirtier) advance(r *memory.Region, dt time.Duration) error {
-	first, n := d.span.pages(r)
-	if n == 0 || d.rate == 0 || dt <= 0 {
+	if d.p == nil || dt <= 0 {
 		return nil
 	}
-	div := uint64(r.PageSize()) * uint64(time.Second)
-	hi, lo := bits.Mul64(uint64(d.rate), uint64(dt))
-	lo, c := bits.Add64(lo, d.carry, 0)
-	hi += c
-	if hi >= div {
-		return fmt.Errorf("%w: %v of dirtying at %d bytes/s", ErrWorkload, dt, d.rate)
+	if err := d.p.Move(r); err != nil {
+		return fmt.Errorf("%w: %w", ErrWorkload, err)
 	}
-	q, rem := bits.Div64(hi, lo, div)
-	d.carry = rem
-	for range q {
-		if err := d.span.write(r, first+d.next(n)); err != nil {
-			return err
-		}
-		d.written++
+	if _, err := d.p.Advance(dt); err != nil {
+		return fmt.Errorf("%w: %v of dirtying: %w", ErrWorkload, dt, err)
 	}
 	return nil
 }
 
-func (d *dirtier) next(n int) int {
-	switch d.pattern {
-	case DirtyHotSet:
-		hot := max(n/10, 1)
-		if hot == n || d.rng.Uint64()%10 != 0 {
-			return int(pick(d.rng.Uint64(), uint64(hot)))
-		}
-		return hot + int(pick(d.rng.Uint64(), uint64(n-hot)))
-	case DirtySweep:
-		p := d.cursor
-		d.cursor = (d.cursor + 1) % n
-		return p
+// written returns the pages written so far.
+func (d *dirtier) written() int64 {
+	if d.p == nil {
+		return 0
 	}
-	return int(pick(d.rng.Uint64(), uint64(n)))
-}
-
-// pick maps a uniform 64-bit draw onto [0, n).
-func pick(x, n uint64) uint64 {
-	hi, _ := bits.Mul64(x, n)
-	return hi
+	return d.p.Written()
 }
 
 // sweeper writes byte counts into a span in order, wrapping around, as a

@@ -1,14 +1,14 @@
 // Command concurrent live-migrates six VMs with Tesla P40 vGPUs at once
 // over one 10 GbE link, the experiment of Figure 2 of "GPU Virtualization
-// for Machine Learning Workloads, Part 2" (seed 001_322282e416af8153.txt),
-// for two profiles, and migrates the same six one by one, each alone on the
-// link, to compare.
+// for Machine Learning Workloads, Part 2" (Uday Kurkure, Lan Vu, Hari
+// Sivaraman; VMware blog, 2020), for two profiles, and migrates the same
+// six one by one, each alone on the link, to compare.
 //
 // It prints, for every VM, its stun and total time in each schedule and
 // its workload's throughput and latency over the second before its
 // migration, during it and over the second after; then, per profile, how
 // long the six took in all either way. The workload is by default the
-// seed's SPECapc, an interactive CAD application rendering frames
+// blog post's SPECapc, an interactive CAD application rendering frames
 // (-workload inference serves Inception V3 instead), filling the
 // profile's whole usable framebuffer.
 //

@@ -225,7 +225,7 @@ func newWorkload(p params, prof vgpu.Profile, seed uint64) (vgpu.Workload, error
 	case workloadCAD:
 		return vgpu.NewCAD(vgpu.CADConfig{FootprintBytes: used, Seed: seed})
 	case workloadInference:
-		return vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3, FootprintBytes: used, Seed: seed})
+		return vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3(), FootprintBytes: used, Seed: seed})
 	}
 	return nil, fmt.Errorf("unknown workload %q", p.workload)
 }

@@ -81,7 +81,7 @@ func newWorkload(p params) (vgpu.Workload, error) {
 	switch p.workload {
 	case workloadInference:
 		w, err := vgpu.NewInference(vgpu.InferenceConfig{
-			Model:          vgpu.MobileNet,
+			Model:          vgpu.MobileNet(),
 			RequestsPerSec: 2,
 			// The service's default working set is 256 MiB; a quarter of
 			// the guest RAM keeps it inside small VMs.
@@ -96,7 +96,7 @@ func newWorkload(p params) (vgpu.Workload, error) {
 		return w, nil
 	case workloadTraining:
 		w, err := vgpu.NewTraining(vgpu.TrainingConfig{
-			Model:               vgpu.InceptionV3,
+			Model:               vgpu.InceptionV3(),
 			BatchSize:           32,
 			WeightsBytes:        4 * vgpu.MiB,
 			ActivationsBytes:    4 * vgpu.MiB,

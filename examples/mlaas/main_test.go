@@ -28,7 +28,7 @@ func smallParams(t *testing.T) params {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.profile, p.models = prof, []vgpu.Model{vgpu.MobileNet}
+	p.profile, p.models = prof, []vgpu.Model{vgpu.MobileNet()}
 	p.duration, p.migrateAt = 14*time.Second, time.Second
 	p.ramBytes, p.ramFootprintBytes = 4*vgpu.GiB, vgpu.GiB
 	p.expProfiles, p.expRates, p.expDuration = []string{"P40-1Q", "P40-8Q"}, []float64{10, 80}, time.Second
@@ -73,7 +73,7 @@ func TestMobileNetOutServesInception(t *testing.T) {
 	}
 	for _, pair := range pairs(pts) {
 		inc, mob := pair[0], pair[1]
-		if inc.model != vgpu.InceptionV3.Name || mob.model != vgpu.MobileNet.Name || inc.profile != mob.profile || inc.offered != mob.offered {
+		if inc.model != vgpu.InceptionV3().Name || mob.model != vgpu.MobileNet().Name || inc.profile != mob.profile || inc.offered != mob.offered {
 			t.Fatalf("pair %+v %+v", inc, mob)
 		}
 		t.Logf("experiment %s %s %.0f/s: Inception V3 %.1f/s %v, MobileNet %.1f/s %v",

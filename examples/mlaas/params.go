@@ -44,7 +44,7 @@ func defaultParams() params {
 	}
 	return params{
 		profile:           prof,
-		models:            []vgpu.Model{vgpu.InceptionV3, vgpu.MobileNet},
+		models:            []vgpu.Model{vgpu.InceptionV3(), vgpu.MobileNet()},
 		rate:              10,
 		link:              migrate.GbE10,
 		modes:             []migrate.Mode{migrate.Legacy, migrate.PreCopy},
@@ -66,11 +66,11 @@ func defaultParams() params {
 // GPU filled with tenants, which is how an MLaaS provider packs it.
 const policy = sched.FixedShare
 
-// models are the presets of the source document, by the names -model takes.
+// models are the GTC 2019 talk's two models, by the names -model takes.
 var models = []struct {
 	name  string
 	model vgpu.Model
-}{{"inception-v3", vgpu.InceptionV3}, {"mobilenet", vgpu.MobileNet}}
+}{{"inception-v3", vgpu.InceptionV3()}, {"mobilenet", vgpu.MobileNet()}}
 
 // modelsByName parses -model: a preset's name or "both".
 func modelsByName(name string) ([]vgpu.Model, error) {

@@ -6,29 +6,8 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/sched"
+	"github.com/vgpusim/vgpusim/vgpu"
 )
-
-// profile is a P40 vGPU profile: its name and how many fit on one GPU.
-type profile struct {
-	name         string
-	maxInstances int
-}
-
-// p40Profiles mirrors the Q-series rows of the vgpu package's P40 profile
-// table (maximum instances per GPU), which this example cannot import.
-var p40Profiles = []profile{
-	{"P40-1Q", 24}, {"P40-2Q", 12}, {"P40-3Q", 8}, {"P40-4Q", 6},
-	{"P40-6Q", 4}, {"P40-8Q", 3}, {"P40-12Q", 2}, {"P40-24Q", 1},
-}
-
-func lookupProfile(name string) profile {
-	for _, p := range p40Profiles {
-		if p.name == name {
-			return p
-		}
-	}
-	panic("unknown profile " + name)
-}
 
 // params describes the experiment. A training VM alternates a GPU phase
 // (one job of gpuWork, in kernels of kernel) with a CPU phase of cpuWork
@@ -98,17 +77,24 @@ func simulate(p params) ([]row, error) {
 	}
 	var rows []row
 	for _, name := range p.profiles {
-		prof := lookupProfile(name)
+		// The vGPU type table says how many of a profile share one GPU.
+		prof, err := vgpu.ParseProfile(name)
+		if err != nil {
+			return nil, err
+		}
 		for _, pol := range policies {
-			r, err := runGPU(p, pol, prof, min(p.vms, prof.maxInstances), 0, scenarioSharing)
+			r, err := runGPU(p, pol, prof, min(p.vms, prof.MaxInstances), 0, scenarioSharing)
 			if err != nil {
 				return nil, err
 			}
 			rows = append(rows, r...)
 		}
 	}
-	prof := lookupProfile(p.noisy)
-	n := min(p.vms, prof.maxInstances)
+	prof, err := vgpu.ParseProfile(p.noisy)
+	if err != nil {
+		return nil, err
+	}
+	n := min(p.vms, prof.MaxInstances)
 	for _, scenario := range []string{scenarioQuiet, scenarioNoisy} {
 		for _, pol := range policies {
 			r, err := runGPU(p, pol, prof, 1, n-1, scenario)
@@ -136,14 +122,14 @@ type vmState struct {
 // in the noisy scenario, always busy, until every trainer is done. It
 // advances the scheduler to each CPU phase's end exactly, so steps are
 // submitted when the VM is ready, not on a coarser tick.
-func runGPU(p params, pol sched.Policy, prof profile, trainers, neighbours int, scenario string) ([]row, error) {
+func runGPU(p params, pol sched.Policy, prof vgpu.Profile, trainers, neighbours int, scenario string) ([]row, error) {
 	s, err := sched.New(sched.Config{Policy: pol})
 	if err != nil {
 		return nil, err
 	}
 	var vms []*vmState
 	for i := range trainers + neighbours {
-		id, err := s.AddTenant(prof.maxInstances)
+		id, err := s.AddTenant(prof.MaxInstances)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +169,7 @@ func runGPU(p params, pol sched.Policy, prof profile, trainers, neighbours int, 
 	for running > 0 {
 		now := s.Now()
 		if now > limit {
-			return nil, fmt.Errorf("%s %s %s: training did not finish in %v", scenario, pol, prof.name, limit)
+			return nil, fmt.Errorf("%s %s %s: training did not finish in %v", scenario, pol, prof.Name, limit)
 		}
 		next := now + tick
 		for _, v := range vms {
@@ -228,7 +214,7 @@ func runGPU(p params, pol sched.Policy, prof profile, trainers, neighbours int, 
 	var rows []row
 	for i, v := range vms {
 		r := row{
-			scenario: scenario, policy: pol, profile: prof.name, vms: len(vms), vm: i + 1, role: v.role,
+			scenario: scenario, policy: pol, profile: prof.Name, vms: len(vms), vm: i + 1, role: v.role,
 			gpuUtilPct: 100 * float64(busy) / float64(end),
 			vmGPUPct:   100 * float64(v.granted) / float64(end),
 		}

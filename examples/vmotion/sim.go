@@ -106,7 +106,7 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	// manager reserves (ECC is off, as vGPU requires on a P40).
 	used := prof.UsableFramebufferBytes()
 	w, err := vgpu.NewInference(vgpu.InferenceConfig{
-		Model:          vgpu.InceptionV3,
+		Model:          vgpu.InceptionV3(),
 		RequestsPerSec: p.requestsPerSec,
 		FootprintBytes: used,
 		Seed:           p.seed,

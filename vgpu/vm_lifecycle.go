@@ -1,0 +1,192 @@
+package vgpu
+
+import (
+	"fmt"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/sched"
+)
+
+// SetWorkload attaches w to a VM that has none. On a running VM it starts
+// at once.
+func (vm *VM) SetWorkload(w Workload) error {
+	if vm.state == VMDestroyed {
+		return vm.refuse("set workload")
+	}
+	if vm.workload != nil {
+		return fmt.Errorf("%w: VM %q already runs %s", ErrWorkload, vm.id, vm.workload.Name())
+	}
+	if w == nil {
+		return fmt.Errorf("%w: nil workload", ErrWorkload)
+	}
+	vm.workload = w
+	if vm.state == VMRunning {
+		return vm.startWorkload()
+	}
+	return nil
+}
+
+// active returns the workload the host drives: a running VM's.
+func (vm *VM) active() Workload {
+	if vm.state != VMRunning || !vm.wlStarted {
+		return nil
+	}
+	return vm.workload
+}
+
+func (vm *VM) refuse(op string) error {
+	return &TransitionError{Op: op, VM: vm.id, Device: -1, From: vm.state.String()}
+}
+
+func (vm *VM) startWorkload() error {
+	if vm.workload == nil {
+		return nil
+	}
+	if vm.throttle != 0 {
+		if err := vm.workload.SetThrottle(vm.throttle); err != nil {
+			return err
+		}
+	}
+	var err error
+	if vm.wlStarted {
+		err = vm.workload.Resume(&vm.env)
+	} else {
+		err = vm.workload.Start(&vm.env)
+	}
+	if err != nil {
+		return fmt.Errorf("VM %q: %w", vm.id, err)
+	}
+	vm.wlStarted = true
+	return nil
+}
+
+// Start powers the VM on (from created or stopped): its vGPUs start, the
+// guest OS footprint is written at the first start, and the workload
+// starts.
+func (vm *VM) Start() error {
+	if vm.state != VMCreated && vm.state != VMStopped {
+		return vm.refuse("start")
+	}
+	if !vm.booted && vm.footprint > 0 {
+		ps := int64(vm.ram.PageSize())
+		if err := vm.ram.FillMix(0, int((vm.footprint+ps-1)/ps), memory.MixRealistic()); err != nil {
+			return err
+		}
+	}
+	vm.booted = true
+	for _, d := range vm.devices {
+		if err := d.start(); err != nil {
+			return err
+		}
+	}
+	vm.state = VMRunning
+	return vm.startWorkload()
+}
+
+// Pause stuns the VM: its workload stops at once and its vGPUs' scheduler
+// tenants get no turns, but nothing is lost — queued GPU work, the
+// workload's state and every byte of memory stay as they are.
+func (vm *VM) Pause() error {
+	if vm.state != VMRunning {
+		return vm.refuse("pause")
+	}
+	for _, d := range vm.devices {
+		if err := d.pause(); err != nil {
+			return err
+		}
+	}
+	vm.state = VMPaused
+	if vm.workload != nil && vm.wlStarted {
+		vm.workload.Pause(&vm.env)
+	}
+	return nil
+}
+
+// Resume runs a paused VM again, including one restored from a checkpoint.
+func (vm *VM) Resume() error {
+	if vm.state != VMPaused {
+		return vm.refuse("resume")
+	}
+	for _, d := range vm.devices {
+		if err := d.resume(); err != nil {
+			return err
+		}
+	}
+	vm.state = VMRunning
+	return vm.startWorkload()
+}
+
+// Stop powers the VM off: queued GPU work is dropped and the workload
+// stops; Start boots it again.
+func (vm *VM) Stop() error {
+	if vm.state != VMRunning && vm.state != VMPaused {
+		return vm.refuse("stop")
+	}
+	for _, d := range vm.devices {
+		if err := d.stop(); err != nil {
+			return err
+		}
+	}
+	if vm.workload != nil && vm.wlStarted {
+		vm.workload.Stop(&vm.env)
+	}
+	vm.wlStarted = false
+	vm.state = VMStopped
+	return nil
+}
+
+// Destroy removes the VM from its host in any state: its vGPU windows are
+// unmapped, which scrubs them, its scheduler tenants removed, its guest
+// memory scrubbed and released. At a migration's source this releases the
+// VM; at a destination it is the abort.
+func (vm *VM) Destroy() error {
+	if vm.state == VMDestroyed {
+		return vm.refuse("destroy")
+	}
+	if vm.workload != nil && vm.wlStarted {
+		vm.workload.Stop(&vm.env)
+		vm.wlStarted = false
+	}
+	for _, d := range vm.devices {
+		if err := d.destroy(); err != nil {
+			return err
+		}
+	}
+	if err := vm.ram.Scrub(); err != nil {
+		return err
+	}
+	vm.host.ramUsed -= vm.ramBytes
+	vm.host.remove(vm)
+	vm.state = VMDestroyed
+	return nil
+}
+
+// Throttle returns the fraction by which the VM's workload is slowed.
+func (vm *VM) Throttle() float64 { return vm.throttle }
+
+// SetThrottle slows the VM's workload by the fraction f in [0, 1): its
+// memory dirty rates and the rate at which it submits GPU work are cut to
+// 1-f of their configured values; 0 restores them. A migration uses it to
+// make pre-copy converge (stun during page send).
+func (vm *VM) SetThrottle(f float64) error {
+	if !(f >= 0 && f < 1) {
+		return configError("throttle %v outside [0, 1)", f)
+	}
+	if vm.workload != nil {
+		if err := vm.workload.SetThrottle(f); err != nil {
+			return err
+		}
+	}
+	vm.throttle = f
+	return nil
+}
+
+// completed hands a finished job of vGPU dev to the workload.
+func (vm *VM) completed(dev int, c sched.Completion) error {
+	if w := vm.active(); w != nil {
+		if err := w.Complete(&vm.env, dev, c); err != nil {
+			return fmt.Errorf("VM %q: %w", vm.id, err)
+		}
+	}
+	return nil
+}
