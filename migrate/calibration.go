@@ -6,8 +6,11 @@ import "time"
 //
 // VMware published the stun times of vMotion with an NVIDIA vGPU in vSphere
 // 6.7 U1, over 10 GbE, by the framebuffer memory in use (VMware vSphere 6.7
-// documentation, "vMotion with vGPU" — the stun-time table; the same
-// release and driver as the test bed of seeds/000_c5fa5b695abf6253.txt):
+// documentation, vCenter Server and Host Management, table "Expected Stun
+// Times for vMotion of vGPU VMs"; ESXi 6.7 U1 and NVIDIA driver 410.68 are
+// also the test bed of "vMotion for NVIDIA GRID vGPU Virtual Machines: Case
+// Study of vMotion Using MLaaS", Hari Sivaraman, Dimitrios Skarlatos, Lan
+// Vu, Uday Kurkure, NVIDIA GTC 2019):
 //
 //	used framebuffer   1 GB   2 GB   4 GB   8 GB   10 GB   12 GB
 //	stun time (s)      9.0    16.5   31.4   61.3   76.3    91.2
@@ -31,13 +34,20 @@ const (
 	LegacyCheckpointPathBytesPerSec = (1 << 30) * int64(time.Second) / int64(PublishedFitStunPerGiB)
 )
 
-// PublishedStun is VMware's 6.7 U1 table: used framebuffer in GiB -> stun.
-var PublishedStun = []struct {
+// StunPoint is one figure of VMware's published 6.7 U1 table: the stun of
+// a vGPU VM with UsedGiB of framebuffer in use.
+type StunPoint struct {
 	UsedGiB int
 	Stun    time.Duration
-}{
-	{1, 9000 * time.Millisecond}, {2, 16500 * time.Millisecond}, {4, 31400 * time.Millisecond},
-	{8, 61300 * time.Millisecond}, {10, 76300 * time.Millisecond}, {12, 91200 * time.Millisecond},
+}
+
+// PublishedStun returns VMware's 6.7 U1 table, used framebuffer in GiB ->
+// stun, smallest first: a new slice on every call.
+func PublishedStun() []StunPoint {
+	return []StunPoint{
+		{1, 9000 * time.Millisecond}, {2, 16500 * time.Millisecond}, {4, 31400 * time.Millisecond},
+		{8, 61300 * time.Millisecond}, {10, 76300 * time.Millisecond}, {12, 91200 * time.Millisecond},
+	}
 }
 
 // VSphere67U1StunLimit is the stun-time limit of vSphere 6.7 U1: a vGPU
@@ -63,27 +73,34 @@ type StunCosts struct {
 	CheckpointPathBytesPerSec int64
 }
 
-// Legacy67U1Costs reproduce the published table. Quiesce and resume are
-// 100 ms each, an assumption; the remaining 1.33 s of the fit's fixed
-// 1.53 s is attributed to the device checkpoint's fixed cost, since the
-// table cannot separate them.
-var Legacy67U1Costs = StunCosts{
-	Quiesce:                   100 * time.Millisecond,
-	DeviceCheckpoint:          1330 * time.Millisecond,
-	Resume:                    100 * time.Millisecond,
-	CheckpointPathBytesPerSec: LegacyCheckpointPathBytesPerSec,
+// Legacy67U1Costs returns the stun costs that reproduce the published
+// table, the default of Legacy mode. Quiesce and resume are 100 ms each,
+// an assumption; the remaining 1.33 s of the fit's fixed 1.53 s is
+// attributed to the device checkpoint's fixed cost, since the table cannot
+// separate them.
+func Legacy67U1Costs() StunCosts {
+	return StunCosts{
+		Quiesce:                   100 * time.Millisecond,
+		DeviceCheckpoint:          1330 * time.Millisecond,
+		Resume:                    100 * time.Millisecond,
+		CheckpointPathBytesPerSec: LegacyCheckpointPathBytesPerSec,
+	}
 }
 
-// PreCopyCosts are the assumptions of PreCopy mode, the improvement
-// seeds/000_c5fa5b695abf6253.txt names ("pre-copy vGPU memory data to
-// reduce stun time to meet or exceed vMotion's standard of 1 second"):
-// with the framebuffer pre-copied like guest RAM, the device checkpoint
-// carries only device state (registers, channels, contexts, scheduler
-// state), and its fixed cost falls to 100 ms — an assumption, as no
-// measurement of such a release is public. Quiesce and resume stay
-// 100 ms; device state moves at the GPU's PCIe DMA rate.
-var PreCopyCosts = StunCosts{
-	Quiesce:          100 * time.Millisecond,
-	DeviceCheckpoint: 100 * time.Millisecond,
-	Resume:           100 * time.Millisecond,
+// PreCopyCosts returns the assumptions of PreCopy mode, its default: the
+// improvement the GTC 2019 talk "vMotion for NVIDIA GRID vGPU Virtual
+// Machines: Case Study of vMotion Using MLaaS" (Sivaraman, Skarlatos, Vu,
+// Kurkure) names ("pre-copy vGPU memory data to reduce stun time to meet
+// or exceed vMotion's standard of 1 second"): with the framebuffer
+// pre-copied like guest RAM, the device checkpoint carries only device
+// state (registers, channels, contexts, scheduler state), and its fixed
+// cost falls to 100 ms — an assumption, as no measurement of such a
+// release is public. Quiesce and resume stay 100 ms; device state moves at
+// the GPU's PCIe DMA rate.
+func PreCopyCosts() StunCosts {
+	return StunCosts{
+		Quiesce:          100 * time.Millisecond,
+		DeviceCheckpoint: 100 * time.Millisecond,
+		Resume:           100 * time.Millisecond,
+	}
 }

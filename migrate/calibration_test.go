@@ -28,11 +28,11 @@ func calibrationVM(t testing.TB, h *vgpu.Host, profile string, usedBytes int64) 
 // for each used framebuffer size of VMware's vSphere 6.7 U1 table is within
 // 10 % of the published figure.
 func TestLegacyReproducesPublishedStun(t *testing.T) {
-	for _, p := range PublishedStun {
+	for _, p := range PublishedStun() {
 		t.Run(fmt.Sprintf("used=%dGiB", p.UsedGiB), func(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
-			est, err := EstimateStun(vm, GbE10, Legacy)
+			est, err := EstimateStun(vm, GbE10(), Legacy)
 			must(t, err)
 			rep, err := Migrate(vm, dst, Config{Mode: Legacy, Fidelity: Model, StunLimit: VSphere67U1StunLimit})
 			must(t, err)
@@ -89,13 +89,13 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 func TestEstimateMatchesFit(t *testing.T) {
 	src, _ := hostPair(t, memory.Synthetic, 1)
 	vm := calibrationVM(t, src, "P40-24Q", 4*GiB)
-	est, err := EstimateStun(vm, GbE10, Legacy)
+	est, err := EstimateStun(vm, GbE10(), Legacy)
 	must(t, err)
 	fit := PublishedFitFixedStun + 4*PublishedFitStunPerGiB
 	if d := est.Total - fit; d < -50*time.Millisecond || d > 50*time.Millisecond {
 		t.Errorf("estimate %v, fit %v", est.Total, fit)
 	}
-	pre, err := EstimateStun(vm, GbE10, PreCopy)
+	pre, err := EstimateStun(vm, GbE10(), PreCopy)
 	must(t, err)
 	if pre.Total >= time.Second || pre.CheckpointPath != 0 {
 		t.Errorf("pre-copy floor %+v", pre)

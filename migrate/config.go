@@ -102,9 +102,9 @@ type ThrottleSteps struct {
 	Start, Step, Max float64
 }
 
-// DefaultThrottle is QEMU auto-converge's default: 20 %, then 10 % more a
-// round, at most 99 %.
-var DefaultThrottle = ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99}
+// DefaultThrottle returns QEMU auto-converge's default: 20 %, then 10 %
+// more a round, at most 99 %.
+func DefaultThrottle() ThrottleSteps { return ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99} }
 
 // Defaults of Config.
 const (
@@ -136,10 +136,10 @@ type Config struct {
 	MaxRounds int
 	// OnNonConvergence is the policy when pre-copy does not converge.
 	OnNonConvergence NonConvergence
-	// Throttle shapes the Throttle policy; zero means DefaultThrottle.
+	// Throttle shapes the Throttle policy; zero means DefaultThrottle().
 	Throttle ThrottleSteps
-	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
-	// mode and Legacy67U1Costs in Legacy mode.
+	// Costs are the fixed stun costs; zero means PreCopyCosts() in PreCopy
+	// mode and Legacy67U1Costs() in Legacy mode.
 	Costs StunCosts
 	// Uncompressed sends pages without compression (zero pages are still
 	// elided).
@@ -178,7 +178,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Fidelity = Bytes
 	}
 	if c.Link.BandwidthBitsPerSec == 0 && c.Link.Name == "" {
-		c.Link = GbE10
+		c.Link = GbE10()
 	}
 	if c.StunTarget == 0 {
 		c.StunTarget = DefaultStunTarget
@@ -190,12 +190,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.OnNonConvergence = Throttle
 	}
 	if c.Throttle == (ThrottleSteps{}) {
-		c.Throttle = DefaultThrottle
+		c.Throttle = DefaultThrottle()
 	}
 	if c.Costs == (StunCosts{}) {
-		c.Costs = PreCopyCosts
+		c.Costs = PreCopyCosts()
 		if c.Mode == Legacy {
-			c.Costs = Legacy67U1Costs
+			c.Costs = Legacy67U1Costs()
 		}
 	}
 	if c.BatchBytes == 0 {

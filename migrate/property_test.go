@@ -74,7 +74,7 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 		}
 		cfg := Config{
 			Mode:             rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"),
-			Link:             rapid.SampledFrom([]Link{GbE1, GbE10}).Draw(rt, "link"),
+			Link:             rapid.SampledFrom([]Link{GbE1(), GbE10()}).Draw(rt, "link"),
 			OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"),
 			Uncompressed:     rapid.Bool().Draw(rt, "uncompressed"),
 			BatchBytes:       rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch"),
@@ -136,7 +136,7 @@ func TestDeterminism(t *testing.T) {
 		src, dst := hostPair(t, memory.Sparse, 1)
 		vm := inferenceVM(t, src, "vm", "P40-2Q", 128*MiB, 32*MiB, tinyModel, 9)
 		must(t, src.Advance(time.Second))
-		rep, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Bytes})
+		rep, err := Migrate(vm, dst, Config{Link: GbE1(), Fidelity: Bytes})
 		must(t, err)
 		return rep
 	}

@@ -17,7 +17,7 @@ const limit = migrate.VSphere67U1StunLimit
 // refusal leaves behind, and the tally against the standard.
 func writeNotes(w io.Writer, p params, rows []row) error {
 	var sizes []string
-	for _, s := range migrate.PublishedStun {
+	for _, s := range migrate.PublishedStun() {
 		sizes = append(sizes, strconv.Itoa(s.UsedGiB))
 	}
 	fmt.Fprintln(w, "published_stun_s: VMware's vSphere 6.7 U1 stun times with a vGPU over 10 GbE, by GB of framebuffer in use")

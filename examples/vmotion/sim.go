@@ -26,7 +26,7 @@ type params struct {
 
 func defaultParams() params {
 	return params{
-		link:              migrate.GbE10,
+		link:              migrate.GbE10(),
 		warmup:            5 * time.Second,
 		seed:              1,
 		ramBytes:          16 * vgpu.GiB,
@@ -167,7 +167,7 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 // publishedStun returns VMware's 6.7 U1 stun time for a framebuffer of
 // fbBytes in use, or 0 if the table has no such size.
 func publishedStun(fbBytes int64) time.Duration {
-	for _, p := range migrate.PublishedStun {
+	for _, p := range migrate.PublishedStun() {
 		if int64(p.UsedGiB)*vgpu.GiB == fbBytes {
 			return p.Stun
 		}
