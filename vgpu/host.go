@@ -35,8 +35,9 @@ func (p Placement) String() string {
 // Host defaults and limits.
 const (
 	// DefaultRAMBytes is the guest memory of a host when HostConfig gives
-	// none: the 768 GB of the Dell R730 test bed of the source document
-	// 000_c5fa5b695abf6253.txt.
+	// none: the 768 GB of the Dell R730 test bed of the GTC 2019 talk
+	// "vMotion for NVIDIA GRID vGPU Virtual Machines: Case Study of vMotion
+	// Using MLaaS" (Sivaraman, Skarlatos, Vu, Kurkure).
 	DefaultRAMBytes = 768 * GiB
 	// DefaultFramebufferPageSize is the page size of GPU framebuffers: the
 	// 64 KiB big page of NVIDIA's GPU memory management.

@@ -39,7 +39,8 @@ func (vm *VM) IncomingSpec() IncomingSpec {
 
 // CheckMigratable is the VM side of a migration's compatibility check: a
 // VM with a passthrough GPU cannot be live-migrated (DirectPath I/O devices
-// block vMotion, as the source document 002_d23c30143fd6d073.txt says).
+// block vMotion, as the VMware blog post "Machine Learning Leveraging
+// NVIDIA GPUs with Bitfusion on VMware vSphere (Part 2 of 2)", 2019, says).
 func (vm *VM) CheckMigratable() error {
 	if vm.state == VMDestroyed || vm.state == VMIncoming {
 		return vm.refuse("migrate")

@@ -55,8 +55,9 @@ type Model struct {
 // WeightsBytes is the size of the model's weights in float32.
 func (m Model) WeightsBytes() int64 { return 4 * m.Parameters }
 
-// The presets of the source document 000_c5fa5b695abf6253.txt (MLaaS
-// experiment #1): Inception V3, 48 layers, 5000 million MACs; MobileNet, 28
+// The presets of the GTC 2019 talk "vMotion for NVIDIA GRID vGPU Virtual
+// Machines: Case Study of vMotion Using MLaaS" (Hari Sivaraman, Dimitrios
+// Skarlatos, Lan Vu, Uday Kurkure; MLaaS experiment #1): Inception V3, 48 layers, 5000 million MACs; MobileNet, 28
 // layers, 569 million MACs. Parameter counts: Keras Applications' table
 // (keras.io/api/applications: InceptionV3 23.9 M, MobileNet 4.3 M). Input
 // tensors: 299x299x3 and 224x224x3 float32. Activation bytes: estimates

@@ -173,9 +173,11 @@ var (
 //     and A series: NVIDIA Virtual GPU Software User Guide, release 8.0,
 //     section 1.4.1.7 "Tesla P40 Virtual GPU Types"; the same maxima appear
 //     as max_instance in the mdev descriptions of a P40 host (`mdevctl
-//     types`), and the source document 001_322282e416af8153.txt states
-//     P40-1Q scales to 24 VMs and P40-12Q to 2, 000_c5fa5b695abf6253.txt
-//     P40-1q = 1 GB, 24 per GPU;
+//     types`), and the blog post "GPU Virtualization for Machine Learning
+//     Workloads, Part 2" (Kurkure, Vu, Sivaraman; VMware) states P40-1Q
+//     scales to 24 VMs and P40-12Q to 2, the GTC 2019 talk "vMotion for
+//     NVIDIA GRID vGPU Virtual Machines: Case Study of vMotion Using
+//     MLaaS" (Sivaraman, Skarlatos, Vu, Kurkure) P40-1q = 1 GB, 24 per GPU;
 //   - display heads, maximum resolution, frame-rate limit, CUDA support,
 //     multi-vGPU support, the C series and the mdev type IDs: the vGPU
 //     manager's type table (vgpuConfig.xml of driver 510.47.03, vGPU 14.0)

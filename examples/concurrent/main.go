@@ -1,6 +1,7 @@
 // Command concurrent live-migrates six VMs with Tesla P40 vGPUs at once
 // over one 10 GbE link, the experiment of Figure 2 of "GPU Virtualization
-// for Machine Learning Workloads, Part 2" (seed 001_322282e416af8153.txt),
+// for Machine Learning Workloads, Part 2" (Uday Kurkure, Lan Vu, Hari
+// Sivaraman; VMware blog),
 // for two profiles, and migrates the same six one by one, each alone on the
 // link, to compare.
 //

@@ -1,5 +1,6 @@
 // Command mlaas re-runs the MLaaS case study of "vMotion for NVIDIA GRID
-// vGPU Virtual Machines" (GTC 2019, seed 000_c5fa5b695abf6253.txt): an
+// vGPU Virtual Machines: Case Study of vMotion Using MLaaS" (Hari
+// Sivaraman, Dimitrios Skarlatos, Lan Vu, Uday Kurkure; NVIDIA GTC 2019): an
 // inference service VM on a Tesla P40 vGPU, serving Inception V3 or
 // MobileNet, live-migrated in the middle of a run over 10 GbE, once with
 // vGPU memory copied during the stun (Legacy, as vSphere 6.7 U1) and once

@@ -1,7 +1,7 @@
 // Command schedpolicy compares the vGPU scheduler's three policies on
 // machine-learning training, the experiment behind Figures 4 and 5 of
-// "GPU Virtualization for Machine Learning Workloads, Part 2"
-// (seed 001_322282e416af8153.txt).
+// "GPU Virtualization for Machine Learning Workloads, Part 2" (Uday
+// Kurkure, Lan Vu, Hari Sivaraman; VMware blog).
 //
 // VMs of several P40 profiles train side by side, each step a burst of GPU
 // work followed by host-side batch loading. Best effort lends every idle
