@@ -81,12 +81,17 @@
 // (Config.StunLimit) refuses a migration whose estimate exceeds it and
 // fails one whose expected stun at switchover does.
 //
-// # Calibration
+// # The Legacy fit
 //
-// Legacy mode's constants reproduce VMware's published 6.7 U1 stun times
-// (calibration.go explains and cites them): 1.53 s fixed plus 7.474 s for
-// every GiB of used framebuffer, the checkpoint path running at 143.7 MB/s.
-// PreCopyCosts states the assumptions of PreCopy mode.
+// Legacy mode's constants are a least-squares fit to VMware's six published
+// 6.7 U1 stun times (calibration.go explains and cites them): 1.53 s fixed
+// plus 7.474 s for every GiB of used framebuffer, the checkpoint path
+// running at 143.7 MB/s. The model reproduces the six figures it was
+// fitted to within 0.5 %; fitted to five, it predicts the sixth within
+// 0.5 %. Refusing up front a migration whose estimate exceeds
+// VSphere67U1StunLimit is a modelling choice (6.7 U1 failed such a
+// migration at its 100 s timeout). PreCopyCosts states the assumptions of
+// PreCopy mode: 300 ms of fixed stun costs, no published measurement.
 //
 // # Fidelity
 //

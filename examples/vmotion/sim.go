@@ -135,8 +135,9 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	cfg := migrate.Config{Mode: mode, Fidelity: migrate.Model, Link: p.link}
 	if mode == migrate.Legacy {
 		r.published = publishedStun(prof.FramebufferBytes)
-		// The limit 6.7 U1 enforced: a migration whose estimate is over
-		// 100 s is refused and the VM stays where it is.
+		// 6.7 U1's 100 s stun timeout, as a limit: a migration whose
+		// estimate is over it is refused and the VM stays where it is
+		// (6.7 U1 itself failed such a migration at the timeout).
 		cfg.StunLimit = migrate.VSphere67U1StunLimit
 	}
 	rep, err := migrate.Migrate(vm, dst, cfg)
