@@ -35,7 +35,7 @@ var hostopsRAMSizes = []int64{16 << 20, 32 << 20, 48 << 20}
 
 // hostopsLinks are the links migrations take; migrations on one name share
 // its bandwidth and fail together under Sim.FailLink.
-var hostopsLinks = []migrate.Link{migrate.GbE1, migrate.GbE10, migrate.GbE25}
+var hostopsLinks = []migrate.Link{migrate.GbE1(), migrate.GbE10(), migrate.GbE25()}
 
 type hostopsKind uint8
 

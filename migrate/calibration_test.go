@@ -3,6 +3,8 @@ package migrate
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,28 +26,101 @@ func calibrationVM(t testing.TB, h *vgpu.Host, profile string, usedBytes int64) 
 	return vm
 }
 
-// TestLegacyReproducesPublishedStun: in Legacy mode over 10 GbE, the stun
-// for each used framebuffer size of VMware's vSphere 6.7 U1 table is within
-// 10 % of the published figure.
-func TestLegacyReproducesPublishedStun(t *testing.T) {
-	for _, p := range PublishedStun {
+// legacyFitTolerance is how far Legacy stun may stray from a published
+// figure its constants were fitted to. Measured: +0.31 % at 1 GiB, the
+// others within 0.16 % (the fit's own residuals, plus the final RAM pages
+// and device state the table has no term for).
+const legacyFitTolerance = 0.005
+
+// legacyLOOTolerance is how far Legacy stun may stray from a published
+// figure left out of the fit. Measured: +0.33 % predicting 1 GiB from the
+// other five, the others within 0.17 %.
+const legacyLOOTolerance = 0.005
+
+// TestLegacyFitsPublishedStun: in Legacy mode over 10 GbE, the stun for
+// each used framebuffer size of VMware's vSphere 6.7 U1 table is within
+// legacyFitTolerance of the published figure. The constants were fitted to
+// these six figures, so this checks that the model carries the fit
+// through; TestLegacyLeaveOneOut checks that it predicts.
+func TestLegacyFitsPublishedStun(t *testing.T) {
+	for _, p := range PublishedStun() {
 		t.Run(fmt.Sprintf("used=%dGiB", p.UsedGiB), func(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
-			est, err := EstimateStun(vm, GbE10, Legacy)
+			est, err := EstimateStun(vm, GbE10(), Legacy)
 			must(t, err)
 			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
 			must(t, err)
 			dev := float64(rep.Stun-p.Stun) / float64(p.Stun)
-			t.Logf("published %v, simulated %v (%+.1f %%), estimated %v, dominant %v", p.Stun, rep.Stun, 100*dev, est.Total, rep.Dominant)
-			if dev < -0.10 || dev > 0.10 {
-				t.Errorf("stun %v is %+.1f %% off the published %v", rep.Stun, 100*dev, p.Stun)
+			t.Logf("published %v, simulated %v (%+.2f %%), estimated %v, dominant %v", p.Stun, rep.Stun, 100*dev, est.Total, rep.Dominant)
+			if dev < -legacyFitTolerance || dev > legacyFitTolerance {
+				t.Errorf("stun %v is %+.2f %% off the published %v", rep.Stun, 100*dev, p.Stun)
 			}
 			if rep.Dominant != PhaseFinalFramebuffer {
 				t.Errorf("dominant phase %v, want the framebuffer's copy", rep.Dominant)
 			}
 		})
 	}
+}
+
+// fitLine is the least-squares line through points: stun = fixed +
+// perGiB x used GiB.
+func fitLine(points []StunPoint) (fixed, perGiB time.Duration) {
+	var sx, sy, sxx, sxy float64
+	for _, p := range points {
+		x, y := float64(p.UsedGiB), p.Stun.Seconds()
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(points))
+	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	icept := (sy - slope*sx) / n
+	return time.Duration(icept * float64(time.Second)), time.Duration(slope * float64(time.Second))
+}
+
+// TestLegacyFitIsPublished: the constants are the least-squares line
+// through the six published figures, rounded to the millisecond.
+func TestLegacyFitIsPublished(t *testing.T) {
+	fixed, perGiB := fitLine(PublishedStun())
+	if d := fixed - PublishedFitFixedStun; d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("fit's fixed stun %v, constant %v", fixed, PublishedFitFixedStun)
+	}
+	if d := perGiB - PublishedFitStunPerGiB; d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("fit's stun per GiB %v, constant %v", perGiB, PublishedFitStunPerGiB)
+	}
+	c := Legacy67U1Costs()
+	if c.Quiesce+c.DeviceCheckpoint+c.Resume != PublishedFitFixedStun {
+		t.Errorf("Legacy67U1Costs' fixed costs %v, the fit's %v", c.Quiesce+c.DeviceCheckpoint+c.Resume, PublishedFitFixedStun)
+	}
+}
+
+// TestLegacyLeaveOneOut: for each figure of the published table, Legacy
+// mode with its constants fitted the same way to the other five figures
+// (quiesce and resume 100 ms, the rest of the fixed stun the device
+// checkpoint's, the checkpoint path at 1 GiB per fitted second) predicts
+// it within legacyLOOTolerance.
+func TestLegacyLeaveOneOut(t *testing.T) {
+	published := PublishedStun()
+	worst := 0.0
+	for i, p := range published {
+		t.Run(fmt.Sprintf("used=%dGiB", p.UsedGiB), func(t *testing.T) {
+			fixed, perGiB := fitLine(slices.Delete(slices.Clone(published), i, i+1))
+			base := Legacy67U1Costs()
+			costs := StunCosts{Quiesce: base.Quiesce, Resume: base.Resume,
+				DeviceCheckpoint:          fixed - base.Quiesce - base.Resume,
+				CheckpointPathBytesPerSec: GiB * int64(time.Second) / int64(perGiB)}
+			src, dst := hostPair(t, memory.Synthetic, 1)
+			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
+			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model, Costs: costs})
+			must(t, err)
+			dev := float64(rep.Stun-p.Stun) / float64(p.Stun)
+			worst = max(worst, math.Abs(dev))
+			t.Logf("fitted to the other five: %v + %v/GiB; published %v, predicted %v (%+.2f %%)", fixed, perGiB, p.Stun, rep.Stun, 100*dev)
+			if math.Abs(dev) > legacyLOOTolerance {
+				t.Errorf("predicted stun %v is %+.2f %% off the published %v", rep.Stun, 100*dev, p.Stun)
+			}
+		})
+	}
+	t.Logf("worst prediction %.2f %% off", 100*worst)
 }
 
 // TestLegacyRefusesOverLimit: with 16 GB used the estimate passes 6.7 U1's
@@ -89,13 +164,13 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 func TestEstimateMatchesFit(t *testing.T) {
 	src, _ := hostPair(t, memory.Synthetic, 1)
 	vm := calibrationVM(t, src, "P40-24Q", 4*GiB)
-	est, err := EstimateStun(vm, GbE10, Legacy)
+	est, err := EstimateStun(vm, GbE10(), Legacy)
 	must(t, err)
 	fit := PublishedFitFixedStun + 4*PublishedFitStunPerGiB
 	if d := est.Total - fit; d < -50*time.Millisecond || d > 50*time.Millisecond {
 		t.Errorf("estimate %v, fit %v", est.Total, fit)
 	}
-	pre, err := EstimateStun(vm, GbE10, PreCopy)
+	pre, err := EstimateStun(vm, GbE10(), PreCopy)
 	must(t, err)
 	if pre.Total >= time.Second || pre.CheckpointPath != 0 {
 		t.Errorf("pre-copy floor %+v", pre)

@@ -11,12 +11,20 @@ package migrate
 //	go test -run 'TestClusterModel$' ./migrate -rapid.seed=SEED
 //
 // or -rapid.failfile=PATH as printed (add -rapid.v to see the actions).
+//
+// A run that passes logs its base seed too (rapid would draw one at random
+// and not say): -rapid.seed=SEED repeats the same runs and the same tally,
+// for -rapid.checks runs (100 by default, a fifth with -short).
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +34,8 @@ import (
 )
 
 func TestClusterModel(t *testing.T) {
+	seed := rapidSeed(t)
+	t.Logf("rapid base seed %d: repeat these runs with -rapid.seed=%d", seed, seed)
 	runs, actions, tally := 0, 0, map[string]int{}
 	rapid.Check(t, func(rt *rapid.T) {
 		cm := newClusterModel(rt, tally)
@@ -40,9 +50,43 @@ func TestClusterModel(t *testing.T) {
 		})
 	})
 	t.Logf("%d runs, %d actions, each followed by a check of the whole cluster", runs, actions)
+	failed := 0
+	for k, n := range tally {
+		if strings.HasPrefix(k, "migration failed:") {
+			failed += n
+		}
+	}
+	t.Logf("%d migrations started, %d done, %d failed (the rest still under way when their run ended)",
+		tally["start"], tally["migration done"], failed)
 	for _, k := range slices.Sorted(maps.Keys(tally)) {
 		t.Logf("%6d %s", tally[k], k)
 	}
+}
+
+// rapidSeed returns the base seed rapid.Check will run from: the one
+// -rapid.seed (or RAPID_SEED) sets or, if none, one drawn here and set as
+// -rapid.seed for the rest of the test, so that the test can log it. The
+// flag is restored when the test ends.
+func rapidSeed(t *testing.T) uint64 {
+	t.Helper()
+	f := flag.Lookup("rapid.seed")
+	if f == nil {
+		t.Fatal("rapid registers no -rapid.seed flag")
+	}
+	seed, err := strconv.ParseUint(f.Value.String(), 10, 64)
+	if err != nil {
+		t.Fatalf("-rapid.seed=%s: %v", f.Value, err)
+	}
+	if seed != 0 {
+		return seed
+	}
+	for seed == 0 {
+		seed = rand.Uint64()
+	}
+	old := f.Value.String()
+	must(t, f.Value.Set(strconv.FormatUint(seed, 10)))
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+	return seed
 }
 
 // clusterModel is the model: the VMs by id (order keeps draws

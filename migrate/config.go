@@ -97,9 +97,9 @@ type ThrottleSteps struct {
 	Start, Step, Max float64
 }
 
-// DefaultThrottle is QEMU auto-converge's default: 20 %, then 10 % more a
-// round, at most 99 %.
-var DefaultThrottle = ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99}
+// DefaultThrottle returns QEMU auto-converge's default: 20 %, then 10 %
+// more a round, at most 99 %.
+func DefaultThrottle() ThrottleSteps { return ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99} }
 
 // Defaults of Config.
 const (
@@ -169,12 +169,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.Fidelity = Bytes
 	}
 	if c.Link.BandwidthBitsPerSec == 0 && c.Link.Name == "" {
-		c.Link = GbE10
+		c.Link = GbE10()
 	}
 	if c.Costs == (StunCosts{}) {
-		c.Costs = PreCopyCosts
+		c.Costs = PreCopyCosts()
 		if c.Mode == Legacy {
-			c.Costs = Legacy67U1Costs
+			c.Costs = Legacy67U1Costs()
 		}
 	}
 	if c.BatchBytes == 0 {

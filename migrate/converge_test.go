@@ -31,9 +31,9 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("throttle", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
-		rep, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Model})
+		rep, err := Migrate(vm, dst, Config{Link: GbE1(), Fidelity: Model})
 		must(t, err)
-		if rep.MaxThrottle < DefaultThrottle.Start {
+		if rep.MaxThrottle < DefaultThrottle().Start {
 			t.Fatalf("no throttle applied: %v", rep)
 		}
 		var cuts []float64
@@ -41,7 +41,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 			cuts = append(cuts, r.Throttle)
 		}
 		for i := 1; i < len(cuts); i++ {
-			capped := cuts[i] == DefaultThrottle.Max
+			capped := cuts[i] == DefaultThrottle().Max
 			if d := cuts[i] - cuts[i-1]; cuts[i-1] > 0 && !capped && (d < 0.099 || d > 0.101) {
 				t.Fatalf("throttle steps %v", cuts)
 			}
@@ -55,7 +55,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("switch anyway", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
-		rep, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway}, Link: GbE1, Fidelity: Model})
+		rep, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway}, Link: GbE1(), Fidelity: Model})
 		must(t, err)
 		if rep.Switchover != DirtyRateTooHigh || rep.MaxThrottle != 0 || rep.MeetsStandard() {
 			t.Fatalf("switchover %v, throttle %v, stun %v", rep.Switchover, rep.MaxThrottle, rep.Stun)
@@ -64,7 +64,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
-		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: Abort}, Link: GbE1, Fidelity: Model})
+		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: Abort}, Link: GbE1(), Fidelity: Model})
 		var pe *PhaseError
 		if !errors.Is(err, ErrNotConverged) || !errors.As(err, &pe) || pe.Phase != PhasePreCopy {
 			t.Fatalf("err %v", err)
@@ -79,7 +79,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 		vm := hotVM(t, src)
 		// The floor passes the limit at the start; the dirty framebuffer
 		// at switchover does not.
-		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway, StunLimit: 2 * time.Second}, Link: GbE1, Fidelity: Model})
+		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway, StunLimit: 2 * time.Second}, Link: GbE1(), Fidelity: Model})
 		var pe *PhaseError
 		if !errors.Is(err, ErrStunLimit) || !errors.As(err, &pe) || pe.Phase != PhasePreCopy {
 			t.Fatalf("err %v", err)
@@ -107,7 +107,7 @@ func TestLinks(t *testing.T) {
 			t.Errorf("%s: %v, goodput %d", tc.name, l, l.GoodputBytesPerSec())
 		}
 	}
-	if l, err := LinkByName("10GbE"); err != nil || l != GbE10 {
+	if l, err := LinkByName("10GbE"); err != nil || l != GbE10() {
 		t.Errorf("10GbE: %v %v", l, err)
 	}
 	if _, err := LinkByName("carrier pigeon"); !errors.Is(err, ErrConfig) {

@@ -11,7 +11,7 @@ import (
 // 1 GB/s with 1 ms of stun latency and 300 ms of fixed costs.
 func coreFixture(t *testing.T, p Policy) *Core {
 	t.Helper()
-	c, err := NewCore(CoreConfig{VM: "vm", Destination: "dst", Policy: p, Costs: PreCopyCosts, StunLatency: time.Millisecond,
+	c, err := NewCore(CoreConfig{VM: "vm", Destination: "dst", Policy: p, Costs: PreCopyCosts(), StunLatency: time.Millisecond,
 		NominalBandwidthBytesPerSec: 1e9, Framebuffers: 1, Devices: 1, DeviceStateBytes: 1000, PCIeBytesPerSec: 12e9}, 0, "test")
 	must(t, err)
 	return c
@@ -136,7 +136,7 @@ func TestCoreSwitchover(t *testing.T) {
 // TestCoreStunLimitBeforeStart: a stun limit under the estimate refuses
 // the migration before anything moves; at or over it, the Core starts.
 func TestCoreStunLimitBeforeStart(t *testing.T) {
-	cfg := CoreConfig{VM: "vm", Costs: PreCopyCosts, NominalBandwidthBytesPerSec: 1e9, Devices: 1, DeviceStateBytes: 1e6, PCIeBytesPerSec: 1e9}
+	cfg := CoreConfig{VM: "vm", Costs: PreCopyCosts(), NominalBandwidthBytesPerSec: 1e9, Devices: 1, DeviceStateBytes: 1e6, PCIeBytesPerSec: 1e9}
 	floor := cfg.floor().Total // 300 ms + 1 ms twice over PCIe + 1 ms on the link
 	if floor != 303*time.Millisecond {
 		t.Fatalf("floor %v, want 303ms", floor)

@@ -20,10 +20,10 @@ func Example() {
 	_ = vm.Start()
 	_ = src.Advance(5 * time.Second)
 
-	legacy, _ := migrate.EstimateStun(vm, migrate.GbE10, migrate.Legacy)
+	legacy, _ := migrate.EstimateStun(vm, migrate.GbE10(), migrate.Legacy)
 	fmt.Printf("legacy estimate: %.0f s\n", legacy.Total.Seconds())
 
-	rep, err := migrate.Migrate(vm, dst, migrate.Config{Policy: migrate.Policy{Mode: migrate.PreCopy}, Fidelity: migrate.Model, Link: migrate.GbE10})
+	rep, err := migrate.Migrate(vm, dst, migrate.Config{Policy: migrate.Policy{Mode: migrate.PreCopy}, Fidelity: migrate.Model, Link: migrate.GbE10()})
 	if err != nil {
 		fmt.Println(err)
 		return

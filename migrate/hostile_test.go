@@ -50,8 +50,13 @@ func hostileConfig(v hostileVariant) ReceiveConfig {
 //	                           class at most, and the clean stream's count
 //	                           varies by as much
 //
-// A length field believed (up to 4 GiB) or a bomb decoded (1 GiB) would
-// pass it hundreds of times over.
+// The bound is not derived from the limits alone: its base is measured,
+// the most a clean recording cost in the same run, and the 1 MiB is slack
+// sized by observation. It is a measured clean run plus what the limits
+// let a hostile stream add, plus slack: it catches a length field believed
+// (up to 4 GiB) or a bomb decoded (1 GiB), which would pass it hundreds of
+// times over, not a hostile stream that costs a little more than a clean
+// one.
 func hostileAllocBound(base uint64) uint64 {
 	l := hostileLimits
 	return base + uint64(2*l.MaxRecordBytes+l.MaxBatchBytes+64+2*l.MaxWindowBytes+

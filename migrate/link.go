@@ -60,39 +60,67 @@ const ethernetSource = "TCP/IPv4 goodput at 1500-byte MTU: 1448 of 1538 wire byt
 // centre.
 const datacentreLatency = 50 * time.Microsecond
 
-// Ethernet presets.
-var (
-	GbE1   = Link{Name: "1g", BandwidthBitsPerSec: 1e9, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
-	GbE10  = Link{Name: "10g", BandwidthBitsPerSec: 10e9, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
-	GbE25  = Link{Name: "25g", BandwidthBitsPerSec: 25e9, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
-	GbE40  = Link{Name: "40g", BandwidthBitsPerSec: 40e9, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
-	GbE100 = Link{Name: "100g", BandwidthBitsPerSec: 100e9, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
-)
+// The presets are functions, so that a caller who changes the Link one
+// returns changes only its own copy, never a default of the package.
 
-// The three networks of the Bitfusion remote-GPU study
-// (seeds/002_d23c30143fd6d073.txt). The study reports application overhead
-// against a local GPU, not link goodput; we take the worst overhead it
-// reports for each network as the fraction of the line rate lost, a
-// conservative reading.
-var (
-	// VMXNET3 is 10 Gb/s paravirtual Ethernet: "performance overheads
-	// ranging from 4% to 20%" -> 80 %.
-	VMXNET3 = Link{Name: "vmxnet3", BandwidthBitsPerSec: 10e9, Efficiency: 0.80, Latency: datacentreLatency,
-		Source: "seed 002: 10 Gb/s VMXNET3, overheads 4-20 %; worst case taken"}
-	// RoCE is 100 Gb/s RDMA over Converged Ethernet in DirectPath I/O:
-	// "5% or less performance degradation" -> 95 %.
-	RoCE = Link{Name: "roce", BandwidthBitsPerSec: 100e9, Efficiency: 0.95, Latency: 5 * time.Microsecond,
-		Source: "seed 002: 100 Gb/s RoCE DirectPath I/O, 5 % or less overhead"}
-	// PVRDMA is VMware's paravirtual RDMA over 100 Gb/s RoCE. The study
-	// places it between the two ("the trade-off between performance and
-	// functionality") without a figure in its text; we assume 90 %.
-	PVRDMA = Link{Name: "pvrdma", BandwidthBitsPerSec: 100e9, Efficiency: 0.90, Latency: 10 * time.Microsecond,
-		Source: "seed 002: PVRDMA between RoCE and VMXNET3; 90 % assumed"}
-)
+// Ethernet presets: TCP goodput over 1, 10, 25, 40 and 100 Gb/s Ethernet
+// between hosts of one data centre.
 
-// Links returns every preset, slowest first.
+// GbE1 is 1 Gb/s Ethernet.
+func GbE1() Link { return ethernet("1g", 1e9) }
+
+// GbE10 is 10 Gb/s Ethernet, the network of VMware's published vGPU stun
+// times and the default link of a Config.
+func GbE10() Link { return ethernet("10g", 10e9) }
+
+// GbE25 is 25 Gb/s Ethernet.
+func GbE25() Link { return ethernet("25g", 25e9) }
+
+// GbE40 is 40 Gb/s Ethernet.
+func GbE40() Link { return ethernet("40g", 40e9) }
+
+// GbE100 is 100 Gb/s Ethernet.
+func GbE100() Link { return ethernet("100g", 100e9) }
+
+func ethernet(name string, bps int64) Link {
+	return Link{Name: name, BandwidthBitsPerSec: bps, Efficiency: ethernetEfficiency, Latency: datacentreLatency, Source: ethernetSource}
+}
+
+// bitfusionStudy is the source of the three remote-GPU networks below.
+const bitfusionStudy = `"Machine Learning Leveraging NVIDIA GPUs with Bitfusion on VMware vSphere (Part 2 of 2)", VMware blog, 2019`
+
+// The three networks of the Bitfusion remote-GPU study ("Machine Learning
+// Leveraging NVIDIA GPUs with Bitfusion on VMware vSphere (Part 2 of 2)",
+// VMware blog, 2019). The study reports application overhead against a
+// local GPU, not link goodput; we take the worst overhead it reports for
+// each network as the fraction of the line rate lost, a conservative
+// reading.
+
+// VMXNET3 is 10 Gb/s paravirtual Ethernet: "performance overheads ranging
+// from 4% to 20%" -> 80 %.
+func VMXNET3() Link {
+	return Link{Name: "vmxnet3", BandwidthBitsPerSec: 10e9, Efficiency: 0.80, Latency: datacentreLatency,
+		Source: bitfusionStudy + ": 10 Gb/s VMXNET3, overheads 4-20 %; worst case taken"}
+}
+
+// RoCE is 100 Gb/s RDMA over Converged Ethernet in DirectPath I/O: "5% or
+// less performance degradation" -> 95 %.
+func RoCE() Link {
+	return Link{Name: "roce", BandwidthBitsPerSec: 100e9, Efficiency: 0.95, Latency: 5 * time.Microsecond,
+		Source: bitfusionStudy + ": 100 Gb/s RoCE DirectPath I/O, 5 % or less overhead"}
+}
+
+// PVRDMA is VMware's paravirtual RDMA over 100 Gb/s RoCE. The study places
+// it between the two ("the trade-off between performance and
+// functionality") without a figure in its text; we assume 90 %.
+func PVRDMA() Link {
+	return Link{Name: "pvrdma", BandwidthBitsPerSec: 100e9, Efficiency: 0.90, Latency: 10 * time.Microsecond,
+		Source: bitfusionStudy + ": PVRDMA between RoCE and VMXNET3; 90 % assumed"}
+}
+
+// Links returns every preset, slowest first: a new slice of copies.
 func Links() []Link {
-	return []Link{GbE1, GbE10, VMXNET3, GbE25, GbE40, PVRDMA, RoCE, GbE100}
+	return []Link{GbE1(), GbE10(), VMXNET3(), GbE25(), GbE40(), PVRDMA(), RoCE(), GbE100()}
 }
 
 // LinkByName returns the preset with the given name (case-insensitive;

@@ -45,7 +45,7 @@ func (p Policy) withDefaults() (Policy, error) {
 		p.OnNonConvergence = Throttle
 	}
 	if p.Throttle == (ThrottleSteps{}) {
-		p.Throttle = DefaultThrottle
+		p.Throttle = DefaultThrottle()
 	}
 	switch {
 	case p.Mode != PreCopy && p.Mode != Legacy:

@@ -72,7 +72,7 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 		if err := src.Advance(time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, "warmup"))); err != nil {
 			rt.Fatal(err)
 		}
-		cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"), MaxRounds: rapid.IntRange(1, 5).Draw(rt, "maxRounds")}, Link: rapid.SampledFrom([]Link{GbE1, GbE10}).Draw(rt, "link"), Uncompressed: rapid.Bool().Draw(rt, "uncompressed"), BatchBytes: rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch")}
+		cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"), MaxRounds: rapid.IntRange(1, 5).Draw(rt, "maxRounds")}, Link: rapid.SampledFrom([]Link{GbE1(), GbE10()}).Draw(rt, "link"), Uncompressed: rapid.Bool().Draw(rt, "uncompressed"), BatchBytes: rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch")}
 		s, err := NewSim(SimConfig{}, src, dst)
 		if err != nil {
 			rt.Fatal(err)
@@ -129,7 +129,7 @@ func TestDeterminism(t *testing.T) {
 		src, dst := hostPair(t, memory.Sparse, 1)
 		vm := inferenceVM(t, src, "vm", "P40-2Q", 128*MiB, 32*MiB, tinyModel, 9)
 		must(t, src.Advance(time.Second))
-		rep, err := Migrate(vm, dst, Config{Link: GbE1, Fidelity: Bytes})
+		rep, err := Migrate(vm, dst, Config{Link: GbE1(), Fidelity: Bytes})
 		must(t, err)
 		return rep
 	}

@@ -19,7 +19,7 @@ type output struct {
 }
 
 // smallArgs are the flags of the runs the tests check: one small profile,
-// a short warm-up; six VMs, as the seed's Figure 2 has, or two under the
+// a short warm-up; six VMs, as the blog post's Figure 2 has, or two under the
 // race detector.
 func smallArgs() []string {
 	vms := "6"

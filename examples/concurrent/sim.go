@@ -25,14 +25,14 @@ type params struct {
 
 func defaultParams() params {
 	return params{
-		// The seed's Figure 2 names no profiles; these are the two ends
+		// The blog post's Figure 2 names no profiles; these are the two ends
 		// its text scales between (24 VMs of P40-1Q on a P40, 2 of
 		// P40-12Q).
 		profiles:          []string{"P40-1Q", "P40-12Q"},
 		modes:             []migrate.Mode{migrate.PreCopy},
 		vms:               6,
 		workload:          workloadCAD,
-		link:              migrate.GbE10,
+		link:              migrate.GbE10(),
 		warmup:            5 * time.Second,
 		seed:              1,
 		ramBytes:          16 * vgpu.GiB,
@@ -42,7 +42,7 @@ func defaultParams() params {
 
 // The workloads -workload chooses between.
 const (
-	workloadCAD       = "cad"       // SPECapc for 3ds Max, what the seed's Figure 2 ran: frames
+	workloadCAD       = "cad"       // SPECapc for 3ds Max, what the blog post's Figure 2 ran: frames
 	workloadInference = "inference" // Inception V3 serving: requests
 )
 

@@ -46,7 +46,7 @@ func defaultParams() params {
 		profile:           prof,
 		models:            []vgpu.Model{vgpu.InceptionV3(), vgpu.MobileNet()},
 		rate:              10,
-		link:              migrate.GbE10,
+		link:              migrate.GbE10(),
 		modes:             []migrate.Mode{migrate.Legacy, migrate.PreCopy},
 		duration:          40 * time.Second,
 		migrateAt:         5 * time.Second,

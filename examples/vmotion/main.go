@@ -7,8 +7,11 @@
 //
 // Each VM serves Inception V3 with its whole usable framebuffer in use.
 // Legacy stun is 1.5 s plus about 7.5 s for every GiB in use, so no profile
-// meets the standard and a P40-24Q is refused outright by 6.7 U1's 100 s
-// stun limit; pre-copy keeps every profile's stun under a second.
+// meets the standard and a P40-24Q, whose estimate is over 6.7 U1's 100 s
+// stun timeout, is refused outright (6.7 U1 started such a migration and
+// failed it at the timeout; refusing it up front is the model's choice);
+// pre-copy keeps every profile's stun under a second, on assumed fixed
+// costs (migrate.PreCopyCosts).
 //
 // Usage:
 //

@@ -169,7 +169,7 @@ func TestLegacyNearPublished(t *testing.T) {
 	}
 }
 
-// The P40-24Q's Legacy estimate is over 6.7 U1's 100 s limit: refused, the
+// The P40-24Q's Legacy estimate is over 6.7 U1's 100 s timeout: refused, the
 // VM left on the source, nothing sent; the table says so.
 func TestLegacy24QRefused(t *testing.T) {
 	o := defaultOutput(t)

@@ -17,11 +17,12 @@ const limit = migrate.VSphere67U1StunLimit
 // refusal leaves behind, and the tally against the standard.
 func writeNotes(w io.Writer, p params, rows []row) error {
 	var sizes []string
-	for _, s := range migrate.PublishedStun {
+	for _, s := range migrate.PublishedStun() {
 		sizes = append(sizes, strconv.Itoa(s.UsedGiB))
 	}
 	fmt.Fprintln(w, "published_stun_s: VMware's vSphere 6.7 U1 stun times with a vGPU over 10 GbE, by GB of framebuffer in use")
-	fmt.Fprintf(w, "(%s GB); the table has no figure for the other profiles' sizes.\n", strings.Join(sizes, ", "))
+	fmt.Fprintf(w, "(%s GB), the figures Legacy mode's constants are fitted to; the table has no figure for the other\n", strings.Join(sizes, ", "))
+	fmt.Fprintln(w, "profiles' sizes.")
 	lo, hi, n := 0.0, 0.0, 0
 	var minRes, maxRes int64
 	for _, r := range rows {
@@ -62,9 +63,10 @@ func writeNotes(w io.Writer, p params, rows []row) error {
 		}
 	}
 	if len(refused) > 0 {
-		fmt.Fprintf(w, "%s: refused before the VM was paused, as 6.7 U1 refuses a vGPU migration whose estimated\n",
-			strings.Join(refused, ", "))
-		fmt.Fprintf(w, "stun exceeds %.0f s; the VM stays on the source, running.\n", limit.Seconds())
+		fmt.Fprintf(w, "%s: refused before the VM was paused, its estimated stun over 6.7 U1's %.0f s timeout; the VM\n",
+			strings.Join(refused, ", "), limit.Seconds())
+		fmt.Fprintln(w, "stays on the source, running. 6.7 U1 started such a migration and failed it at the timeout, the VM")
+		fmt.Fprintln(w, "left on the source: refusing it up front, on the estimate, is the model's choice.")
 	}
 	meets := map[migrate.Mode]int{}
 	profiles := 0
@@ -76,7 +78,10 @@ func writeNotes(w io.Writer, p params, rows []row) error {
 			profiles++
 		}
 	}
-	_, err := fmt.Fprintf(w, "Stun under vMotion's 1 s standard over %s: %v %d of %d profiles, %v %d of %d.\n",
+	fmt.Fprintf(w, "Stun under vMotion's 1 s standard over %s: %v %d of %d profiles, %v %d of %d.\n",
 		p.link.Name, migrate.PreCopy, meets[migrate.PreCopy], profiles, migrate.Legacy, meets[migrate.Legacy], profiles)
+	c := migrate.PreCopyCosts()
+	_, err := fmt.Fprintf(w, "Pre-copy stun rests on assumed fixed costs, unmeasured: quiesce %v, device checkpoint %v, resume %v.\n",
+		c.Quiesce, c.DeviceCheckpoint, c.Resume)
 	return err
 }

@@ -26,7 +26,7 @@ type params struct {
 
 func defaultParams() params {
 	return params{
-		link:              migrate.GbE10,
+		link:              migrate.GbE10(),
 		warmup:            5 * time.Second,
 		seed:              1,
 		ramBytes:          16 * vgpu.GiB,
@@ -135,8 +135,9 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	cfg := migrate.Config{Policy: migrate.Policy{Mode: mode}, Fidelity: migrate.Model, Link: p.link}
 	if mode == migrate.Legacy {
 		r.published = publishedStun(prof.FramebufferBytes)
-		// The limit 6.7 U1 enforced: a migration whose estimate is over
-		// 100 s is refused and the VM stays where it is.
+		// 6.7 U1's 100 s stun timeout, as a limit: a migration whose
+		// estimate is over it is refused and the VM stays where it is
+		// (6.7 U1 itself failed such a migration at the timeout).
 		cfg.StunLimit = migrate.VSphere67U1StunLimit
 	}
 	rep, err := migrate.Migrate(vm, dst, cfg)
@@ -167,7 +168,7 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 // publishedStun returns VMware's 6.7 U1 stun time for a framebuffer of
 // fbBytes in use, or 0 if the table has no such size.
 func publishedStun(fbBytes int64) time.Duration {
-	for _, p := range migrate.PublishedStun {
+	for _, p := range migrate.PublishedStun() {
 		if int64(p.UsedGiB)*vgpu.GiB == fbBytes {
 			return p.Stun
 		}

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vgpusim/vgpusim/examples/internal/readmecheck"
+)
+
+// The README's output block is what the program prints with default flags.
+func TestREADME(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(nil, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	readmecheck.Check(t, "schedpolicy", out.String())
+}
