@@ -42,7 +42,6 @@ type Migration struct {
 	srcBase    time.Duration // source host's clock minus the Sim's
 	dstBase    time.Duration
 	seen       int // events returned by Step
-	queued     int // events handed to the Sim's queue
 }
 
 // Migrate moves vm to dst in a Sim of its own and returns the report. It
