@@ -95,10 +95,10 @@ func crcData(b *testing.B) []struct {
 } {
 	b.Helper()
 	const batch = 1 << 20
-	realistic, _ := benchPages(b, memory.MixRealistic, batch)
+	realistic, _ := benchPages(b, memory.MixRealistic(), batch)
 	// The compressible pages of 8 MiB of the realistic mix: about a fifth
 	// of them, so more than a batch.
-	many, _ := benchPages(b, memory.MixRealistic, 8*batch)
+	many, _ := benchPages(b, memory.MixRealistic(), 8*batch)
 	var compressed []byte
 	for p := 0; p < len(many) && len(compressed) < batch; p += benchPageSize {
 		page := many[p : p+benchPageSize]
@@ -109,7 +109,7 @@ func crcData(b *testing.B) []struct {
 	if len(compressed) < batch {
 		b.Fatalf("%d bytes of compressible pages, want %d", len(compressed), batch)
 	}
-	text, _ := benchPages(b, memory.MixText, benchPageSize)
+	text, _ := benchPages(b, memory.MixText(), benchPageSize)
 	return []struct {
 		name string
 		src  []byte
