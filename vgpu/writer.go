@@ -77,6 +77,9 @@ func newDirtier(r *memory.Region, s span, kind memory.PatternKind, rate int64, s
 	if kind == 0 {
 		kind = memory.Uniform
 	}
+	if kind > memory.Rewrite {
+		return dirtier{}, configError("unknown dirty pattern %v", kind)
+	}
 	if rate < 0 || rate > memory.MaxRateBytesPerSec {
 		return dirtier{}, configError("dirty rate %d bytes/s outside [0, %g]", rate, float64(memory.MaxRateBytesPerSec))
 	}
