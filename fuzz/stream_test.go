@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/migrate/live"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -41,8 +42,8 @@ const streamBatchBytes = 16 << 10
 // byte: one digest worker, and limits that admit the seeds (a 64 KiB VM
 // with one P40-1Q vGPU on 4 KiB framebuffer pages) but keep what any one
 // input can make the destination allocate to a few hundred KiB.
-func streamReceiveConfig(flags byte) migrate.ReceiveConfig {
-	cfg := migrate.ReceiveConfig{
+func streamReceiveConfig(flags byte) live.ReceiveConfig {
+	cfg := live.ReceiveConfig{
 		MaxBatchBytes: 64 << 10,
 		Limits: checkpoint.Limits{
 			MaxRecordBytes:      128 << 10,
@@ -106,10 +107,10 @@ func FuzzMigrationStream(f *testing.F) {
 // streamCheckReceive runs Receive on host over a connection that delivers
 // sent, checks what it returned, leaves the host holding nothing, and
 // returns Receive's error.
-func streamCheckReceive(t *testing.T, host *vgpu.Host, cfg migrate.ReceiveConfig, sent []byte) error {
+func streamCheckReceive(t *testing.T, host *vgpu.Host, cfg live.ReceiveConfig, sent []byte) error {
 	t.Helper()
 	conn := streamScript{bytes.NewReader(sent)}
-	in, rep, err := migrate.Receive(context.Background(), host, []io.ReadWriter{conn}, cfg)
+	in, rep, err := live.Receive(context.Background(), host, []io.ReadWriter{conn}, cfg)
 	if rep == nil {
 		t.Fatalf("Receive returned no report (error %v)", err)
 	}
@@ -318,7 +319,7 @@ func streamRecord(v streamVariant) ([]byte, error) {
 		io.Reader
 		io.Writer
 	}{io.TeeReader(dc, &read), dc}
-	scfg := migrate.LiveConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes}, StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second}
+	scfg := live.SendConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes}, StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second}
 	rcfg := streamReceiveConfig(0)
 	rcfg.Timeout = scfg.Timeout
 	if v.encrypted {
@@ -331,9 +332,9 @@ func streamRecord(v streamVariant) ([]byte, error) {
 	)
 	go func() {
 		defer close(done)
-		in, _, dstErr = migrate.Receive(context.Background(), dst, []io.ReadWriter{tee}, rcfg)
+		in, _, dstErr = live.Receive(context.Background(), dst, []io.ReadWriter{tee}, rcfg)
 	}()
-	_, srcErr := migrate.Send(context.Background(), vm, []io.ReadWriter{sc}, scfg)
+	_, srcErr := live.Send(context.Background(), vm, []io.ReadWriter{sc}, scfg)
 	<-done
 	if srcErr != nil || dstErr != nil {
 		return nil, fmt.Errorf("source: %v; destination: %v", srcErr, dstErr)

@@ -162,7 +162,7 @@ func (c Config) level() checkpoint.Level {
 
 func (c Config) withDefaults() (Config, error) {
 	var err error
-	if c.Policy, err = c.Policy.withDefaults(); err != nil {
+	if c.Policy, err = c.Policy.WithDefaults(); err != nil {
 		return c, err
 	}
 	if c.Fidelity == 0 {

@@ -156,7 +156,7 @@ type Action struct {
 // first: a migration that would exceed it is refused with ErrStunLimit.
 func NewCore(cfg CoreConfig, now time.Duration, detail string) (*Core, error) {
 	var err error
-	if cfg.Policy, err = cfg.Policy.withDefaults(); err != nil {
+	if cfg.Policy, err = cfg.Policy.WithDefaults(); err != nil {
 		return nil, err
 	}
 	switch {
@@ -249,13 +249,13 @@ func (c *Core) Sent(i int, t Traffic) {
 	switch {
 	case i < 0 || i > c.cfg.Framebuffers:
 	case c.phase == PhasePreCopy && i == 0:
-		c.cur.RAM.add(t)
+		c.cur.RAM.Add(t)
 	case c.phase == PhasePreCopy:
-		c.cur.Framebuffers[i-1].add(t)
+		c.cur.Framebuffers[i-1].Add(t)
 	case c.phase == PhaseFinalRAM && i == 0:
-		c.rep.Final.RAM.add(t)
+		c.rep.Final.RAM.Add(t)
 	case c.phase == PhaseFinalFramebuffer && i > 0:
-		c.rep.Final.Framebuffers[i-1].add(t)
+		c.rep.Final.Framebuffers[i-1].Add(t)
 	}
 }
 
@@ -266,7 +266,7 @@ func (c *Core) RoundQueued(wireBytes int64) {
 		return
 	}
 	c.cur.WireBytes = wireBytes
-	t := c.cur.total()
+	t := c.cur.Total()
 	c.emit(Event{Kind: RoundSent, Round: c.round, WireBytes: wireBytes,
 		Detail: fmt.Sprintf("round %d: %d pages, %d bytes raw, %d on the wire", c.round, t.Pages, t.RawBytes, wireBytes)})
 }
@@ -282,7 +282,7 @@ func (c *Core) PagesQueued() {
 	case PhaseFinalFramebuffer:
 		var t Traffic
 		for _, f := range c.rep.Final.Framebuffers {
-			t.add(f)
+			t.Add(f)
 		}
 		c.emit(Event{Kind: PagesSent, Round: -1, WireBytes: t.WireBytes,
 			Detail: fmt.Sprintf("sending %d framebuffer pages, %d bytes on the wire", t.Pages, t.WireBytes)})
@@ -300,6 +300,15 @@ func (c *Core) DevicesSaved(stateBytes int64) {
 func (c *Core) UpdateCosts(costs StunCosts, stunLatency time.Duration) {
 	c.cfg.Costs, c.cfg.StunLatency = costs, max(stunLatency, 0)
 }
+
+// SetDestination names the destination in later events, for a driver
+// that learns it once the migration has begun (the live mode, from the
+// destination's answer to its hello).
+func (c *Core) SetDestination(name string) { c.cfg.Destination = name }
+
+// Notice records something the migration met and went on from, as a
+// Notice event.
+func (c *Core) Notice(detail string) { c.emit(Event{Kind: Notice, Round: -1, Detail: detail}) }
 
 // Commit records that the source told the destination to resume the VM:
 // a failure from here on leaves the outcome in doubt.
@@ -332,7 +341,7 @@ func (c *Core) Fail(now time.Duration, cause error) Action {
 // the VM was stopped in it, and records the event.
 func (c *Core) enter(now time.Duration, p Phase, kind EventKind, detail string) {
 	if c.phase.Stunned() {
-		c.rep.addStun(c.phase, now-c.phaseStart)
+		c.rep.AddStun(c.phase, now-c.phaseStart)
 	}
 	c.phase, c.phaseStart = p, now
 	round := -1
@@ -368,7 +377,7 @@ func (c *Core) finish(now time.Duration, p Phase, kind EventKind, detail string)
 	if pe, ok := c.err.(*PhaseError); ok {
 		r.Error, r.FailedIn = pe.Error(), pe.Phase
 	}
-	r.settle()
+	r.Settle()
 }
 
 // Report returns the Core's account of the migration so far: the rounds,

@@ -26,19 +26,19 @@ func (c *Core) RoundArrived(now time.Duration, dirtyBytes, usedFramebufferBytes 
 	}
 	r := &c.cur
 	r.Duration = now - r.Start
-	r.BandwidthBytesPerSec = rateOf(r.WireBytes, r.Duration)
+	r.BandwidthBytesPerSec = BytesPerSec(r.WireBytes, r.Duration)
 	if r.WireBytes == 0 || r.BandwidthBytesPerSec == 0 {
 		// Nothing measured: assume the nominal rate, or the least one.
 		r.BandwidthBytesPerSec = max(c.cfg.NominalBandwidthBytesPerSec, 1)
 	}
 	r.DirtyBytes = max(dirtyBytes, 0)
-	r.DirtyRateBytesPerSec = rateOf(r.DirtyBytes, r.Duration)
+	r.DirtyRateBytesPerSec = BytesPerSec(r.DirtyBytes, r.Duration)
 	// The expected stun takes the wire ratio of the rounds before this
 	// one; the dirty rate's wire size, below, takes this one's too.
 	est := c.expectedStun(r.DirtyBytes, r.BandwidthBytesPerSec, max(usedFramebufferBytes, 0))
 	r.ExpectedStun = est.Total
 	c.rep.Rounds = append(c.rep.Rounds, *r)
-	c.rep.PreCopy.add(r.total())
+	c.rep.PreCopy.Add(r.Total())
 	c.emitAt(now, Event{Kind: RoundEnded, Round: c.round, WireBytes: r.WireBytes, BandwidthBytesPerSec: r.BandwidthBytesPerSec,
 		DirtyRateBytesPerSec: r.DirtyRateBytesPerSec, ExpectedStun: est.Total, Throttle: c.throttle,
 		Detail: fmt.Sprintf("round %d arrived after %v: %d B/s on the wire, %d B/s dirtied; expected stun %v",

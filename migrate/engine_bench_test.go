@@ -198,7 +198,6 @@ func BenchmarkBaseline(b *testing.B) {
 	for _, m := range memory.Mixes() {
 		b.Run("op=floor/mix="+m.Name, func(b *testing.B) { benchmarkFloor(b, m) })
 	}
-	b.Run("op=tcp", benchmarkTCP)
 }
 
 // benchZstd returns a zstd encoder with the options checkpoint's

@@ -165,7 +165,7 @@ func applyStream(t tb, src *memory.Region, stream []byte) *memory.Region {
 	t.Helper()
 	dst, err := memory.New(memory.Config{SizeBytes: src.Size(), PageSize: src.PageSize(), Kind: memory.Sparse, Seed: src.Seed()})
 	must(t, err)
-	rd, err := checkpoint.NewReader(bytes.NewReader(stream), checkpoint.ReaderOptions{Limits: readerLimits(checkpoint.MaxBatchBytes)})
+	rd, err := checkpoint.NewReader(bytes.NewReader(stream), checkpoint.ReaderOptions{Limits: checkpoint.LimitsForBatch(checkpoint.MaxBatchBytes)})
 	must(t, err)
 	defer rd.Close()
 	ap, err := checkpoint.NewApplier(rd, []checkpoint.RegionRef{{ID: 0, Region: dst}})

@@ -83,15 +83,3 @@ func wrap(sentinel error, cause error) error {
 	}
 	return fmt.Errorf("%w: %w", sentinel, cause)
 }
-
-// labeledError reads as msg and matches each of errs with errors.Is and
-// errors.As. It is for a failure whose causes' messages would repeat what
-// msg says already, as a refusal whose reason names its sentinel, or would
-// only be noise, as the closed connection a cancel provokes.
-type labeledError struct {
-	msg  string
-	errs []error
-}
-
-func (e *labeledError) Error() string   { return e.msg }
-func (e *labeledError) Unwrap() []error { return e.errs }

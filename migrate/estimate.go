@@ -76,9 +76,9 @@ func usedBytes(r *memory.Region) int64 {
 	return n
 }
 
-// deviceStateBytes is the size the VM's device states would have if saved
+// DeviceStateBytes is the size vm's device states would have if saved
 // now.
-func deviceStateBytes(vm *vgpu.VM) (int64, error) {
+func DeviceStateBytes(vm *vgpu.VM) (int64, error) {
 	snaps, err := vm.Snapshots()
 	if err != nil {
 		return 0, wrap(ErrSource, err)
@@ -103,7 +103,7 @@ func estimate(vm *vgpu.VM, cfg Config) (StunEstimate, error) {
 	if err := vm.CheckMigratable(); err != nil {
 		return StunEstimate{}, wrap(ErrIncompatible, err)
 	}
-	stateBytes, err := deviceStateBytes(vm)
+	stateBytes, err := DeviceStateBytes(vm)
 	if err != nil {
 		return StunEstimate{}, err
 	}

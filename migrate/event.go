@@ -61,7 +61,7 @@ func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), ni
 
 // Event is something that happened to a migration, in either mode: the
 // simulator's Sim.Step returns them and each Migration keeps its own; the
-// live mode hands them to LiveConfig.Progress and ReceiveConfig.Progress.
+// live mode hands them to SendConfig.Progress and ReceiveConfig.Progress.
 // Both modes' events come from the same decisions (see Core), so the same
 // migration produces the same kinds in the same order.
 type Event struct {

@@ -17,7 +17,7 @@ type Migration struct {
 	cfg  Config
 	core *Core
 
-	src     *sourceVM
+	src     *Source
 	vm      *vgpu.VM // at the source
 	in      *vgpu.VM // at the destination, incoming until the resume
 	srcHost *vgpu.Host
@@ -93,7 +93,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 			return refuse(fmt.Errorf("%w: host %q takes part in %d", ErrBusy, h.Name(), n))
 		}
 	}
-	src, err := newSourceVM(vm)
+	src, err := NewSource(vm)
 	if err != nil {
 		return refuse(err)
 	}
@@ -105,7 +105,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if err != nil {
 		return nil, err
 	}
-	stateBytes, err := deviceStateBytes(vm)
+	stateBytes, err := DeviceStateBytes(vm)
 	if err != nil {
 		return refuse(err)
 	}
@@ -125,7 +125,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst, ls: ls,
 		srcBase: srcHost.Now() - s.now, dstBase: dst.Now() - s.now, devices: len(vm.VGPUs()),
 	}
-	m.srcRegs = src.regs
+	m.srcRegs = src.Regions()
 	m.dstRegs = append([]*memory.Region{in.RAM()}, in.Framebuffers()...)
 	if cfg.Fidelity == Bytes {
 		m.xfer, err = newByteTransport(m)
@@ -139,7 +139,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	s.nextID++
 	m.flow = &flow{id: m.id}
 	ls.share.add(m.flow)
-	src.startLogging()
+	src.StartLogging()
 	s.active = append(s.active, m)
 	m.publish()
 	// The handshake: the source asks, the destination answers.

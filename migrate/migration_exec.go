@@ -59,9 +59,9 @@ func (m *Migration) wake() {
 		}
 		used := int64(0)
 		if m.cfg.Mode == Legacy {
-			used = m.src.usedFramebufferBytes()
+			used = m.src.UsedFramebufferBytes()
 		}
-		a = m.core.RoundArrived(now, m.src.dirtyBytes(m.cfg.tracked(len(m.srcRegs))), used)
+		a = m.core.RoundArrived(now, m.src.DirtyBytes(m.cfg.tracked(len(m.srcRegs))), used)
 	default:
 		if err := m.complete(phase); err != nil {
 			m.fail(err)
@@ -79,7 +79,7 @@ func (m *Migration) checkVMs() error {
 	if m.core.Phase() >= PhaseRelease {
 		return nil
 	}
-	if err := m.src.check(m.core.Phase()); err != nil {
+	if err := m.src.Check(m.core.Phase()); err != nil {
 		return err
 	}
 	if m.in.State() == vgpu.VMDestroyed {
@@ -119,11 +119,11 @@ func (m *Migration) execute(a Action) error {
 	switch a.Kind {
 	case DoCopyRound:
 		if a.SetThrottle {
-			if err := m.src.setThrottle(a.Throttle); err != nil {
+			if err := m.src.SetThrottle(a.Throttle); err != nil {
 				return err
 			}
 		}
-		if err := m.src.sendRegions(0, a.Regions, a.AllInUse, m.xfer.send, m.core.Sent); err != nil {
+		if err := m.src.SendRegions(0, a.Regions, a.AllInUse, m.xfer.send, m.core.Sent); err != nil {
 			return err
 		}
 		if err := m.xfer.endRound(); err != nil {
@@ -136,7 +136,7 @@ func (m *Migration) execute(a Action) error {
 	case DoSwitchOver, DoRelease:
 		m.setTimer(now)
 	case DoPause:
-		if err := m.src.pause(); err != nil {
+		if err := m.src.Pause(); err != nil {
 			return err
 		}
 		m.setTimer(now + m.cfg.Costs.Quiesce)
@@ -153,15 +153,15 @@ func (m *Migration) execute(a Action) error {
 		m.core.DevicesSaved(n)
 		m.setTimer(now + m.pcieTime(n))
 	case DoSendFinalRAM:
-		if err := m.src.sendRegions(0, 1, false, m.xfer.send, m.core.Sent); err != nil {
+		if err := m.src.SendRegions(0, 1, false, m.xfer.send, m.core.Sent); err != nil {
 			return err
 		}
 		m.core.PagesQueued()
 		m.transfer(0)
 	case DoSendFinalFramebuffers:
 		var sum Traffic
-		sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.add(t) }
-		if err := m.src.sendRegions(1, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
+		sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.Add(t) }
+		if err := m.src.SendRegions(1, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
 			return err
 		}
 		capBps := int64(0)
@@ -213,10 +213,10 @@ func (m *Migration) acknowledged() error {
 		}
 		m.handedOver = true
 	}
-	if err := m.in.SetThrottle(m.src.priorThrottle); err != nil {
+	if err := m.in.SetThrottle(m.src.PriorThrottle()); err != nil {
 		return m.handBack(err)
 	}
-	if m.src.wasRunning {
+	if m.src.WasRunning() {
 		if err := m.in.Resume(); err != nil {
 			return m.handBack(err)
 		}
@@ -242,7 +242,7 @@ func (m *Migration) release() {
 	if err := m.vm.Destroy(); err != nil {
 		// The VM is already the destination's; a source that cannot
 		// release it is reported, not undone.
-		m.core.emit(Event{Kind: Notice, Round: -1, Detail: "source release: " + err.Error()})
+		m.core.Notice("source release: " + err.Error())
 	}
 }
 
@@ -280,7 +280,7 @@ func (m *Migration) rollBack(a Action) {
 	}
 	m.transferring = false
 	m.ls.share.start(m.flow, 0, 0)
-	m.src.rollBack(a.InDoubt)
+	m.src.RollBack(a.InDoubt)
 	m.finish()
 }
 

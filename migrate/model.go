@@ -217,7 +217,7 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 			return tr, err
 		}
 		et.WireBytes = t.w.Offset() - before
-		tr.add(et)
+		tr.Add(et)
 	}
 	return tr, nil
 }

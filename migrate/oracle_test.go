@@ -185,7 +185,7 @@ func TestMemoryOracle(t *testing.T) {
 				rep := m.Report()
 				resent := rep.Final.RAM.Pages + rep.Final.Framebuffers[0].Pages
 				for _, r := range rep.Rounds[1:] {
-					resent += r.total().Pages
+					resent += r.Total().Pages
 				}
 				if resent == 0 {
 					t.Fatal("no page was sent twice: the resend path did not run")

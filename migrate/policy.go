@@ -8,7 +8,7 @@ import (
 // Policy is what a migration decides by, the same in the simulated and the
 // live mode: how vGPU memory moves, the stun it aims under and the one it
 // will not exceed, how many pre-copy rounds it tries, and what it does when
-// pre-copy does not converge. Config and LiveConfig embed it. The zero value
+// pre-copy does not converge. Config and SendConfig embed it. The zero value
 // means every default: PreCopy, a 1 s target, no limit, DefaultMaxRounds
 // rounds and the Throttle policy with DefaultThrottle's steps.
 type Policy struct {
@@ -30,8 +30,10 @@ type Policy struct {
 	Throttle ThrottleSteps
 }
 
-// withDefaults fills the policy's defaults and checks it.
-func (p Policy) withDefaults() (Policy, error) {
+// WithDefaults returns p with its defaults filled in, or an error wrapping
+// ErrConfig if it is out of range. NewCore and the drivers call it; a
+// caller may, to see the policy a migration will run with.
+func (p Policy) WithDefaults() (Policy, error) {
 	if p.Mode == 0 {
 		p.Mode = PreCopy
 	}

@@ -18,7 +18,8 @@ type Traffic struct {
 	WireBytes int64 `json:"wire_bytes"`
 }
 
-func (t *Traffic) add(o Traffic) {
+// Add counts o in t.
+func (t *Traffic) Add(o Traffic) {
 	t.Pages += o.Pages
 	t.ZeroPages += o.ZeroPages
 	t.RawBytes += o.RawBytes
@@ -56,10 +57,11 @@ type Round struct {
 	Throttle float64 `json:"throttle"`
 }
 
-func (r Round) total() Traffic {
+// Total is what the round sent of every region.
+func (r Round) Total() Traffic {
 	t := r.RAM
 	for _, f := range r.Framebuffers {
-		t.add(f)
+		t.Add(f)
 	}
 	return t
 }
@@ -178,7 +180,8 @@ type Report struct {
 // vMotion's one-second standard.
 func (r *Report) MeetsStandard() bool { return r.Outcome == PhaseDone && r.Stun < time.Second }
 
-func (r *Report) addStun(p Phase, d time.Duration) {
+// AddStun adds d to the stun and to phase p's part of it.
+func (r *Report) AddStun(p Phase, d time.Duration) {
 	for i := range r.StunPhases {
 		if r.StunPhases[i].Phase == p {
 			r.StunPhases[i].Duration += d
@@ -190,9 +193,10 @@ func (r *Report) addStun(p Phase, d time.Duration) {
 	r.Stun += d
 }
 
-// settle sets what the report derives from its other fields: the dominant
-// stun phase, the pages' raw size and the compression ratio.
-func (r *Report) settle() {
+// Settle sets what the report derives from its other fields: the dominant
+// stun phase, the pages' raw size and the compression ratio. A driver
+// that fills a report itself (a live destination) calls it last.
+func (r *Report) Settle() {
 	var best StunPhase
 	for _, p := range r.StunPhases {
 		if p.Duration > best.Duration {
@@ -201,9 +205,9 @@ func (r *Report) settle() {
 	}
 	r.Dominant = best.Phase
 	pages := r.PreCopy
-	pages.add(r.Final.RAM)
+	pages.Add(r.Final.RAM)
 	for _, f := range r.Final.Framebuffers {
-		pages.add(f)
+		pages.Add(f)
 	}
 	r.RawBytes = pages.RawBytes
 	if pages.WireBytes > 0 {

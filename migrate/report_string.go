@@ -20,7 +20,7 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "  total %v, stun %v (dominant: %s), %d round(s), switchover: %v\n", r.Total, r.Stun, dominant, len(r.Rounds), r.Switchover)
 	for _, rd := range r.Rounds {
-		t := rd.total()
+		t := rd.Total()
 		fmt.Fprintf(&b, "  round %2d: %8d pages %12d B raw %12d B wire in %v", rd.Index, t.Pages, t.RawBytes, rd.WireBytes, rd.Duration)
 		// A destination's rounds have neither: only the source knows them.
 		if rd.DirtyRateBytesPerSec != 0 || rd.ExpectedStun != 0 {

@@ -3,16 +3,20 @@ package migrate
 import (
 	"fmt"
 
+	"github.com/vgpusim/vgpusim/checkpoint"
+
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// sourceVM is a migrating VM at its source as both drivers handle it: its
-// regions and dirty logs, the pages each step sends, the pause, the
-// throttle, the checks that nobody changed it under the migration, and
-// the roll back that leaves it as it was. The live driver holds the
-// host's lock around every call.
-type sourceVM struct {
+// Source is a migrating VM at its source, as every driver of a Core
+// handles it: its regions and dirty logs, the pages each step sends, the
+// pause, the throttle, the checks that nobody changed it under the
+// migration, and the roll back that leaves it as it was. Guest RAM is
+// region 0 and framebuffer i region i+1, as the Core counts them. A Source
+// is not safe for concurrent use; a driver whose host another goroutine
+// advances (package live's Runner) holds the host's lock around each call.
+type Source struct {
 	vm   *vgpu.VM
 	regs []*memory.Region // guest RAM, then each framebuffer
 	sets []*memory.PageSet
@@ -22,9 +26,9 @@ type sourceVM struct {
 	pausedByUs    bool
 }
 
-// newSourceVM checks that vm can be live-migrated and notes what the
+// NewSource checks that vm can be live-migrated and notes what the
 // migration needs of it.
-func newSourceVM(vm *vgpu.VM) (*sourceVM, error) {
+func NewSource(vm *vgpu.VM) (*Source, error) {
 	if err := vm.CheckMigratable(); err != nil {
 		return nil, wrap(ErrIncompatible, err)
 	}
@@ -32,7 +36,7 @@ func newSourceVM(vm *vgpu.VM) (*sourceVM, error) {
 	if st != vgpu.VMRunning && st != vgpu.VMPaused {
 		return nil, fmt.Errorf("%w: VM is %v; only a running or paused VM is live-migrated", ErrIncompatible, st)
 	}
-	s := &sourceVM{vm: vm, priorThrottle: vm.Throttle(), wasRunning: st == vgpu.VMRunning}
+	s := &Source{vm: vm, priorThrottle: vm.Throttle(), wasRunning: st == vgpu.VMRunning}
 	s.regs = append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...)
 	for _, r := range s.regs {
 		s.sets = append(s.sets, memory.NewPageSet(r.Pages()))
@@ -40,23 +44,48 @@ func newSourceVM(vm *vgpu.VM) (*sourceVM, error) {
 	return s, nil
 }
 
-func (s *sourceVM) startLogging() {
+// Regions returns the VM's regions: guest RAM, then each framebuffer.
+func (s *Source) Regions() []*memory.Region { return s.regs }
+
+// WasRunning reports whether the VM ran: when the migration started, and
+// after Pause, when the stun began. The destination resumes it if so.
+func (s *Source) WasRunning() bool { return s.wasRunning }
+
+// PriorThrottle is the VM's own throttle, which the destination restores.
+func (s *Source) PriorThrottle() float64 { return s.priorThrottle }
+
+// Metadata declares the VM's regions to a checkpoint stream: guest RAM as
+// region 0, then each framebuffer.
+func (s *Source) Metadata() checkpoint.Metadata {
+	meta := checkpoint.Metadata{VMID: s.vm.ID(), GPUModel: s.vm.GPUModel()}
+	for _, p := range s.vm.Profiles() {
+		meta.Profiles = append(meta.Profiles, p.Name)
+	}
+	for i, r := range s.regs {
+		meta.Regions = append(meta.Regions, checkpoint.RegionInfoOf(uint32(i), r))
+	}
+	return meta
+}
+
+// StartLogging turns the regions' dirty logs on.
+func (s *Source) StartLogging() {
 	for _, r := range s.regs {
 		r.StartDirtyLog()
 	}
 }
 
-func (s *sourceVM) stopLogging() {
+// StopLogging turns the regions' dirty logs off.
+func (s *Source) StopLogging() {
 	for _, r := range s.regs {
 		r.StopDirtyLog()
 	}
 }
 
-// sendRegions sends regions [from, to): each region's dirty log is
+// SendRegions sends regions [from, to): each region's dirty log is
 // collected and cleared, so that a write after this is seen, and send is
 // given the pages it collected, or, if all, nil for every page in use.
 // sent counts each region's traffic.
-func (s *sourceVM) sendRegions(from, to int, all bool, send func(i int, set *memory.PageSet) (Traffic, error), sent func(i int, t Traffic)) error {
+func (s *Source) SendRegions(from, to int, all bool, send func(i int, set *memory.PageSet) (Traffic, error), sent func(i int, t Traffic)) error {
 	for i := from; i < min(to, len(s.regs)); i++ {
 		s.regs[i].CollectDirty(s.sets[i])
 		set := s.sets[i]
@@ -72,9 +101,9 @@ func (s *sourceVM) sendRegions(from, to int, all bool, send func(i int, set *mem
 	return nil
 }
 
-// dirtyBytes is the raw size of the pages logged dirty in the first n
+// DirtyBytes is the raw size of the pages logged dirty in the first n
 // regions.
-func (s *sourceVM) dirtyBytes(n int) int64 {
+func (s *Source) DirtyBytes(n int) int64 {
 	b := int64(0)
 	for _, r := range s.regs[:min(n, len(s.regs))] {
 		b += int64(r.DirtyCount()) * int64(r.PageSize())
@@ -82,9 +111,9 @@ func (s *sourceVM) dirtyBytes(n int) int64 {
 	return b
 }
 
-// usedFramebufferBytes is the framebuffer in use, which a Legacy stun
+// UsedFramebufferBytes is the framebuffer in use, which a Legacy stun
 // moves whole.
-func (s *sourceVM) usedFramebufferBytes() int64 {
+func (s *Source) UsedFramebufferBytes() int64 {
 	n := int64(0)
 	for _, r := range s.regs[1:] {
 		n += usedBytes(r)
@@ -92,9 +121,9 @@ func (s *sourceVM) usedFramebufferBytes() int64 {
 	return n
 }
 
-// pause stops the VM for the stun. The destination resumes the VM as the
+// Pause stops the VM for the stun. The destination resumes the VM as the
 // stun finds it: paused, if its owner paused it during pre-copy.
-func (s *sourceVM) pause() error {
+func (s *Source) Pause() error {
 	s.wasRunning = s.vm.State() == vgpu.VMRunning
 	if !s.wasRunning {
 		return nil
@@ -106,17 +135,17 @@ func (s *sourceVM) pause() error {
 	return nil
 }
 
-// setThrottle applies the migration's cut, never less than the VM's own.
-func (s *sourceVM) setThrottle(f float64) error {
+// SetThrottle applies the migration's cut, never less than the VM's own.
+func (s *Source) SetThrottle(f float64) error {
 	return wrap0(ErrSource, s.vm.SetThrottle(max(f, s.priorThrottle)))
 }
 
-// check catches a VM changed under the migration by someone else, once
+// Check catches a VM changed under the migration by someone else, once
 // the work of phase done is over: stopped or destroyed; resumed during the
 // stun, when what it writes would never reach the destination; or written
 // since its final pages left (a resume and pause between two steps, or a
 // write by its owner).
-func (s *sourceVM) check(done Phase) error {
+func (s *Source) Check(done Phase) error {
 	st := s.vm.State()
 	switch {
 	case st != vgpu.VMRunning && st != vgpu.VMPaused:
@@ -145,12 +174,12 @@ func writtenInStun(regs []*memory.Region) error {
 	return nil
 }
 
-// rollBack leaves the VM as it was before the migration: dirty logging
+// RollBack leaves the VM as it was before the migration: dirty logging
 // off, its own throttle back, and resumed if the migration paused it —
 // unless the outcome is in doubt, when it stays paused so that there are
 // never two running copies.
-func (s *sourceVM) rollBack(inDoubt bool) {
-	s.stopLogging()
+func (s *Source) RollBack(inDoubt bool) {
+	s.StopLogging()
 	st := s.vm.State()
 	if st != vgpu.VMRunning && st != vgpu.VMPaused {
 		return

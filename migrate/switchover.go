@@ -63,8 +63,9 @@ func transferTime(n, bytesPerSec int64) time.Duration {
 	return time.Duration(scaleBytes(n, int64(time.Second), bytesPerSec))
 }
 
-// rateOf is n bytes over d as bytes/s, rounded down.
-func rateOf(n int64, d time.Duration) int64 {
+// BytesPerSec is n bytes over d as bytes/s, rounded down; zero for a
+// duration that is not positive. Every rate a report shows is taken by it.
+func BytesPerSec(n int64, d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}

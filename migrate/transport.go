@@ -42,8 +42,8 @@ type transport interface {
 	close()
 }
 
-// streamMetadata declares the migration's regions (metadataOf).
-func streamMetadata(m *Migration) checkpoint.Metadata { return metadataOf(m.vm, m.srcRegs) }
+// streamMetadata declares the migration's regions.
+func streamMetadata(m *Migration) checkpoint.Metadata { return m.src.Metadata() }
 
 func writerOptions(m *Migration) checkpoint.WriterOptions {
 	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes}
@@ -81,7 +81,7 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	if t.eng, err = NewEngine(EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}); err != nil {
 		return nil, err
 	}
-	ro := checkpoint.ReaderOptions{Limits: readerLimits(m.cfg.BatchBytes)}
+	ro := checkpoint.ReaderOptions{Limits: checkpoint.LimitsForBatch(m.cfg.BatchBytes)}
 	if m.cfg.EncryptionKey != nil {
 		ro.Encryption, ro.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
 	}
@@ -96,16 +96,6 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 		return nil, wrap(ErrStream, err)
 	}
 	return t, nil
-}
-
-// readerLimits are the destination's limits: the defaults, widened to
-// admit the batches this migration writes.
-func readerLimits(batchBytes int) checkpoint.Limits {
-	l := checkpoint.DefaultLimits()
-	l.MaxBatchBytes = max(l.MaxBatchBytes, batchBytes)
-	l.MaxRecordBytes = max(l.MaxRecordBytes, batchBytes+batchBytes/8+64<<10)
-	l.MaxPagesPerRecord = max(l.MaxPagesPerRecord, batchBytes/memory.MinPageSize)
-	return l
 }
 
 func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
@@ -171,11 +161,13 @@ func (t *byteTransport) states() ([][]byte, error) {
 	if err := t.ap.Commit(); err != nil {
 		return nil, wrap(ErrStream, err)
 	}
-	return deviceBlobs(t.ap.DeviceStates(), len(t.m.srcRegs)-1)
+	return DeviceStates(t.ap.DeviceStates(), len(t.m.srcRegs)-1)
 }
 
-// deviceBlobs orders the received device states by device, one each.
-func deviceBlobs(ds []checkpoint.DeviceState, devices int) ([][]byte, error) {
+// DeviceStates orders the device states a stream carried by device, one
+// for each of devices vGPUs; a stream that carried another set fails with
+// ErrStream.
+func DeviceStates(ds []checkpoint.DeviceState, devices int) ([][]byte, error) {
 	out := make([][]byte, devices)
 	for _, d := range ds {
 		if int(d.Device) >= devices || out[d.Device] != nil {

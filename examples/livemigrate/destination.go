@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/migrate/live"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -18,7 +19,7 @@ import (
 type destination struct {
 	p      params
 	host   *vgpu.Host
-	runner *migrate.Runner
+	runner *live.Runner
 	out    io.Writer
 }
 
@@ -29,7 +30,7 @@ func newDestination(p params, out io.Writer) (*destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &destination{p: p, host: host, runner: migrate.NewRunner(host, 0), out: out}, nil
+	return &destination{p: p, host: host, runner: live.NewRunner(host, 0), out: out}, nil
 }
 
 // stop stops running the host.
@@ -129,7 +130,7 @@ func accept(ctx context.Context, ln net.Listener, n int, timeout time.Duration) 
 func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.Report, error) {
 	defer closeAll(conns)
 	round := 0
-	in, rep, err := migrate.Receive(ctx, d.host, readWriters(conns), migrate.ReceiveConfig{
+	in, rep, err := live.Receive(ctx, d.host, readWriters(conns), live.ReceiveConfig{
 		Timeout: d.p.timeout,
 		Lock:    d.runner,
 		Progress: func(p migrate.Event) {

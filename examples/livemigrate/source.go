@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/migrate/live"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -49,7 +50,7 @@ func runSource(ctx context.Context, p params, addr string, out io.Writer) (rep *
 
 	// From here the Runner owns the host: everything else that touches it
 	// holds the Runner's lock, as Send does.
-	runner := migrate.NewRunner(host, 0)
+	runner := live.NewRunner(host, 0)
 	runner.Start()
 	defer func() {
 		if rerr := runner.Stop(); rerr != nil && err == nil {
@@ -73,7 +74,7 @@ func runSource(ctx context.Context, p params, addr string, out io.Writer) (rep *
 	// still open, and done with.
 	defer closeAll(conns)
 	prog := &sourceProgress{out: out}
-	rep, err = migrate.Send(ctx, vm, readWriters(conns), migrate.LiveConfig{Policy: migrate.Policy{Mode: p.mode, StunTarget: p.stunTarget}, Engine: p.engine, Timeout: p.timeout, Lock: runner, Progress: prog.print})
+	rep, err = live.Send(ctx, vm, readWriters(conns), live.SendConfig{Policy: migrate.Policy{Mode: p.mode, StunTarget: p.stunTarget}, Engine: p.engine, Timeout: p.timeout, Lock: runner, Progress: prog.print})
 	printReport(out, rep)
 	if err != nil && rep != nil {
 		// A failed migration leaves the VM where it was, as it was.

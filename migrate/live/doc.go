@@ -1,0 +1,90 @@
+// Package live is the live driver of a migrate.Core: it migrates a VM
+// over real connections on wall time, executing the decisions the
+// simulator executes on simulated time (the code the simulation tests is
+// the code that runs here). It keeps only what is about connections, time
+// and goroutines; every decision — rounds, expected stun, switchover,
+// throttle, stun limit, the stun's steps, failure — is the Core's, and a
+// report, an event or an error means what it means in package migrate.
+//
+// # The protocol
+//
+// Send, at the source, and Receive, at the destination, run one migration
+// over one or more io.ReadWriters, net.Conns in practice. The first
+// connection carries a short control conversation around the stream:
+//
+//	source                                   destination
+//	magic, version, hello: VM spec, -------> checked: version, VM, mode,
+//	connections, encryption, batch size,     connections, encryption,
+//	source host, mode                        batch size
+//	                               <-------- accept (memory and vGPUs
+//	                                         reserved), or refuse and why
+//	checkpoint stream over every conn -----> applied as it arrives
+//	  pre-copy rounds; then, the VM paused:
+//	  final pages, device states, digests
+//	                               <-------- ready: digests checked,
+//	                                         devices restored
+//	commit: resume, or stay paused --------> the VM is the destination's
+//	                               <-------- resumed
+//	VM destroyed at the source
+//
+// Pre-copy and the switchover are the Core's, as in the simulated mode,
+// fed with the rates measured on the connections. The live mode's expected
+// stun counts the costs it measured in its own setup: the device snapshot
+// it took to size the states, counted twice (save at the source, restore
+// at the destination), and, for latency, two round trips of its handshake
+// (the stun waits for "ready" and for "resumed"); quiesce and resume are
+// state changes of the emulated VM and are not counted, and neither is
+// the hashing of the regions' digests. Time is wall time unless
+// SendConfig.Clock or ReceiveConfig.Clock says otherwise. Several
+// connections share the stream in frames dealt in turn, as QEMU's multifd
+// channels and vMotion's parallel streams do; both ends must use the same
+// number. SendConfig and ReceiveConfig set the engine, the encryption key,
+// the destination's limits and a Timeout after which a connection that
+// makes no progress fails the migration.
+//
+// Until the destination reads commit, the source owns the VM. Any failure
+// before — a refusal, a connection closed or stalled past the timeout, a
+// bad stream, a canceled context, pre-copy that does not converge under
+// the Abort policy — ends both sides: each closes the connections, so the
+// other learns at once; the source's VM is as it was, running if it ran
+// and paused if it was, its memory untouched; the destination holds
+// nothing of it. Both return a *PhaseError whose sentinel says what failed
+// (ErrRefused beside the destination's reason, ErrConnection, ErrStream,
+// ErrCanceled, ...). A source that wrote commit and then lost the
+// connection before "resumed" cannot know where the VM runs: it keeps its
+// copy paused and unchanged and returns ErrInDoubt, so that there are
+// never two running copies.
+//
+// Each side keeps its own Report on its own clock; the destination's
+// holds what it can see and what the hello declared (see Report), and the
+// digests it hashed from its own regions. Events, if SendConfig.Progress
+// or ReceiveConfig.Progress is set, reach the callback on Send's or
+// Receive's goroutine: at the source the Core's events (the same kinds, in
+// the same order, as a simulated migration's) and BytesMoved as the
+// stream goes out; at the destination the rounds as they arrive and the
+// end. A slog.Logger, if set, receives the same as structured records. Send and
+// Receive may run goroutines of their own — the engine's workers, region
+// hashing (SendConfig.Engine.Workers, ReceiveConfig.DigestWorkers), and at
+// the destination one per connection that reads it ahead of the stream
+// while the stream arrives — and all have ended when they return.
+//
+// A Runner advances a host on wall time, on a goroutine of its own from
+// Start to Stop, so that its VMs' workloads write memory while Send copies
+// it. It is the host's lock: Send and Receive take it (SendConfig.Lock,
+// ReceiveConfig.Lock) around what they do to a VM — reserve, pause,
+// throttle, save or restore its devices, resume, release — and the caller
+// holds it around anything else that touches the host. A host that cannot
+// keep up with wall time falls behind in bounded steps, and Runner.Lag
+// says by how much.
+// examples/livemigrate runs the whole over TCP.
+//
+//
+// # Clock
+//
+// The times and rates a migration is decided by are read from
+// SendConfig.Clock and ReceiveConfig.Clock, the wall clock by default. A
+// test injects one it moves itself: over in-memory connections a live
+// migration then runs without sleeping, and over a simulated network whose
+// clock moves with the bytes sent it takes the simulator's decisions round
+// by round.
+package live

@@ -1,0 +1,176 @@
+package live
+
+import "encoding/binary"
+
+// The wire as the fault table's taps read it: what each end of a live
+// migration wrote, unit by unit, and the cuts that place a point of
+// failure in it.
+
+// wireUnit is one thing an end of a live migration wrote, as its header
+// tells it before the rest arrives: the preamble, a control message, the
+// checkpoint stream's header or one of its records. Offsets count the bytes
+// that end wrote on its connection.
+type wireUnit struct {
+	kind       unitKind
+	typ        uint16 // the message's or the record's type
+	start, end int64
+	first      uint64 // a record payload's first uvarint: a batch's region, an end of round's round
+}
+
+type unitKind uint8
+
+const (
+	unitPreamble unitKind = iota + 1
+	unitMessage
+	unitStreamHeader
+	unitRecord
+)
+
+// The checkpoint record types, as FORMAT.md numbers them.
+const (
+	recDeviceState = 0x0002
+	recPageBatch   = 0x0003
+	recEndOfRound  = 0x0004
+	recEndOfStream = 0x0005
+)
+
+// wireParser splits what one end writes into units. The source writes the
+// preamble, the hello, the stream (header, then records up to the end of
+// stream) and then control messages; the destination writes only control
+// messages.
+type wireParser struct {
+	buf   []byte
+	stage unitKind // what comes next
+	next  int64    // where it starts
+	units []wireUnit
+}
+
+func newWireParser(source bool) *wireParser {
+	if source {
+		return &wireParser{stage: unitPreamble}
+	}
+	return &wireParser{stage: unitMessage}
+}
+
+// feed adds written bytes and parses every unit whose header they complete.
+func (w *wireParser) feed(p []byte) {
+	w.buf = append(w.buf, p...)
+	for {
+		have := int64(len(w.buf)) - w.next
+		if have < 0 {
+			return
+		}
+		b := w.buf[w.next:]
+		u := wireUnit{kind: w.stage, start: w.next}
+		switch w.stage {
+		case unitPreamble:
+			if have < int64(preambleBytes) {
+				return
+			}
+			u.end = w.next + int64(preambleBytes)
+		case unitMessage:
+			if have < 5 {
+				return
+			}
+			u.typ, u.end = uint16(b[0]), w.next+5+int64(binary.LittleEndian.Uint32(b[1:5]))
+		case unitStreamHeader:
+			if have < 16 {
+				return
+			}
+			u.end = w.next + int64(binary.LittleEndian.Uint16(b[14:16]))
+		case unitRecord:
+			if have < 14 {
+				return
+			}
+			n := int64(binary.LittleEndian.Uint32(b[2:6]))
+			if have < 14+min(n, binary.MaxVarintLen64) {
+				return // the payload's first uvarint is not here yet
+			}
+			u.typ, u.end = binary.LittleEndian.Uint16(b[0:2]), w.next+14+n+8
+			u.first, _ = binary.Uvarint(b[14 : 14+min(n, binary.MaxVarintLen64)])
+		}
+		w.units = append(w.units, u)
+		w.next = u.end
+		switch {
+		case u.kind == unitPreamble:
+			w.stage = unitMessage
+		case u.kind == unitMessage && u.typ == uint16(msgHello):
+			w.stage = unitStreamHeader
+		case u.kind == unitStreamHeader:
+			w.stage = unitRecord
+		case u.kind == unitRecord && u.typ == recEndOfStream:
+			w.stage = unitMessage
+		}
+	}
+}
+
+// Cuts: where in an end's writes a point of failure lies.
+
+// cutAtStart is the first byte.
+func cutAtStart([]wireUnit) (int64, bool) { return 0, true }
+
+// cutAfterMetadata is frac of span bytes past the end of the stream's
+// metadata record, the start of round 0.
+func cutAfterMetadata(span int64, frac float64) func([]wireUnit) (int64, bool) {
+	return func(us []wireUnit) (int64, bool) {
+		for _, u := range us {
+			if u.kind == unitRecord {
+				return u.end + int64(frac*float64(span)), true
+			}
+		}
+		return 0, false
+	}
+}
+
+// cutMidFirst is the middle of the first unit that match says is the
+// point's, given the units before it.
+func cutMidFirst(match func(before []wireUnit, u wireUnit) bool) func([]wireUnit) (int64, bool) {
+	return func(us []wireUnit) (int64, bool) {
+		for i, u := range us {
+			if match(us[:i], u) {
+				return u.start + (u.end-u.start)/2, true
+			}
+		}
+		return 0, false
+	}
+}
+
+// cutAtMessage is the start of the n-th control message (0-based) the end
+// writes after the stream: the source's commit; the destination's accept,
+// ready and resumed.
+func cutAtMessage(n int) func([]wireUnit) (int64, bool) {
+	return func(us []wireUnit) (int64, bool) {
+		seen := 0
+		for i, u := range us {
+			if u.kind != unitMessage || us[0].kind == unitPreamble && !endedStream(us[:i]) {
+				continue
+			}
+			if seen == n {
+				return u.start, true
+			}
+			seen++
+		}
+		return 0, false
+	}
+}
+
+// endedStream reports whether us hold the end-of-stream record.
+func endedStream(us []wireUnit) bool {
+	for _, u := range us {
+		if u.kind == unitRecord && u.typ == recEndOfStream {
+			return true
+		}
+	}
+	return false
+}
+
+// roundsEnded counts the end-of-round records in us.
+func roundsEnded(us []wireUnit) int {
+	n := 0
+	for _, u := range us {
+		if u.kind == unitRecord && u.typ == recEndOfRound {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,240 @@
+package live
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vgpusim/vgpusim/migrate"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// liveBufferBytes is the buffer between the stream writer and the
+// connections: one frame when the stream is spread over several.
+const liveBufferBytes = 256 << 10
+
+// Send live-migrates vm to a destination running Receive at the other end
+// of conns: iterative pre-copy of guest RAM and framebuffers while the VM
+// runs (driven by a Runner, say), the switchover rule of the simulated mode
+// fed with measured rates, then the stun — pause, device save, last dirty
+// pages, device states and region digests — and the destination's
+// acknowledgement of the resume, after which the source VM is destroyed.
+// Time is wall time.
+//
+// The stream goes over every connection in conns (frames dealt in turn);
+// the first also carries the handshake and the acknowledgements.
+//
+// On failure — a refusal, a connection closed or stalled past the timeout,
+// a canceled ctx, pre-copy that does not converge under the Abort policy —
+// Send closes the connections, so the destination gives up at once, and the
+// VM stays on the source as it was: running if it ran, paused if it was
+// paused, its memory untouched. The error is a *PhaseError. The one
+// exception is ErrInDoubt, after the source told the destination to resume.
+func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfig) (*migrate.Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if vm == nil || len(conns) == 0 || len(conns) > maxConnections {
+		return nil, fmt.Errorf("%w: Send needs a VM and 1 to %d connections", migrate.ErrConfig, maxConnections)
+	}
+	eng, err := migrate.NewEngine(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), link: linkName(conns), eng: eng, ctx: ctx}
+	return s.run()
+}
+
+// sender is the source's side of one live migration: the live driver of a
+// Core, which executes the Core's actions on the connections in wall time
+// (or SendConfig.Clock's).
+type sender struct {
+	cfg   SendConfig
+	vm    *vgpu.VM
+	conns connSet
+	link  string // the connections' name, for the report
+	eng   *migrate.Engine
+	ctx   context.Context
+	prog  reporter
+	core  *migrate.Core
+	src   *migrate.Source // nil if the VM could not go
+
+	ctl  *bufio.Reader // the destination's answers, on the first connection
+	bw   *bufio.Writer
+	cw   *checkpoint.Writer
+	sink progressSink
+
+	start       time.Time
+	destination string
+	states      [][]byte
+	digests     []migrate.Digest
+}
+
+func (s *sender) now() time.Duration { return s.cfg.Clock.Now().Sub(s.start) }
+
+// locked runs f holding the source host's lock.
+func (s *sender) locked(f func() error) error {
+	s.cfg.Lock.Lock()
+	defer s.cfg.Lock.Unlock()
+	return f()
+}
+
+func (s *sender) run() (*migrate.Report, error) {
+	s.start = s.cfg.Clock.Now()
+	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, clock: s.cfg.Clock, start: s.start, vm: s.vm.ID()}
+	stop := context.AfterFunc(s.ctx, s.conns.closeAll)
+	defer stop()
+	var stateBytes int64
+	var snapshot time.Duration
+	inspectErr := s.locked(func() error {
+		var err error
+		if s.src, err = migrate.NewSource(s.vm); err != nil {
+			return err
+		}
+		t0 := s.cfg.Clock.Now()
+		stateBytes, err = migrate.DeviceStateBytes(s.vm)
+		snapshot = s.cfg.Clock.Now().Sub(t0)
+		return err
+	})
+	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: len(s.vm.Framebuffers()),
+		Devices: len(s.vm.VGPUs()), DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
+	if err != nil {
+		return nil, err
+	}
+	s.core = core
+	s.publish()
+	var a migrate.Action
+	if inspectErr != nil {
+		a = core.Fail(s.now(), inspectErr)
+	} else if rtt, err := s.setup(); err != nil {
+		a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+	} else {
+		core.SetDestination(s.destination)
+		core.UpdateCosts(liveStunCosts(snapshot, len(s.vm.VGPUs())), 2*rtt)
+		a = core.Done(s.now())
+	}
+	for {
+		s.publish()
+		switch a.Kind {
+		case migrate.DoRollBack:
+			return s.rollBack(a)
+		case migrate.DoNothing:
+			return s.report(), nil
+		}
+		if err := s.ctx.Err(); err != nil {
+			// Canceled between two steps: the migration fails in the
+			// phase it was in, as a simulated one's Cancel does.
+			a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+			continue
+		}
+		next, err := s.execute(a)
+		if err != nil {
+			next = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+		}
+		a = next
+	}
+}
+
+// liveStunCosts are the live mode's fixed stun costs, measured in its own
+// setup: saving the device states took about as long as the snapshot the
+// setup took to size them, and restoring them at the destination is taken
+// to take as long again. Quiesce and resume are state changes of the
+// emulated VM, too short to count next to the transfers; the latency is
+// two of the handshake's round trips, one for ready and one for resumed.
+func liveStunCosts(snapshot time.Duration, devices int) migrate.StunCosts {
+	if devices == 0 {
+		return migrate.StunCosts{}
+	}
+	return migrate.StunCosts{DeviceCheckpoint: 2 * snapshot / time.Duration(devices)}
+}
+
+// publish hands the Core's new events to the caller, with the stream's
+// bytes so far on the last ones.
+func (s *sender) publish() {
+	for _, e := range s.core.Events() {
+		if (e.Kind == migrate.Done || e.Kind == migrate.Failed) && s.cw != nil {
+			e.WireBytes = s.cw.Offset()
+		}
+		s.prog.emit(e)
+	}
+}
+
+// setup shakes hands, opens the stream and starts dirty logging. It
+// returns the handshake's round trip.
+func (s *sender) setup() (time.Duration, error) {
+	c0 := s.conns[0]
+	s.ctl = bufio.NewReaderSize(c0, 4<<10)
+	h := hello{Connections: len(s.conns), Encrypted: s.cfg.EncryptionKey != nil, BatchBytes: s.cfg.Engine.BatchBytes,
+		Spec: s.vm.IncomingSpec(), Source: s.vm.Host().Name(), Mode: uint8(s.cfg.Mode)}
+	t0 := s.cfg.Clock.Now()
+	if err := writePreamble(c0); err != nil {
+		return 0, err
+	}
+	if err := writeMsg(c0, msgHello, h); err != nil {
+		return 0, err
+	}
+	var a accept
+	if err := readMsg(s.ctl, msgAccept, &a); err != nil {
+		return 0, err
+	}
+	rtt := s.cfg.Clock.Now().Sub(t0)
+	s.destination = a.Host
+
+	var out io.Writer = c0
+	if len(s.conns) > 1 {
+		out = newStripeWriter(s.conns.writers())
+	}
+	s.bw = bufio.NewWriterSize(out, liveBufferBytes)
+	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes}
+	binary.LittleEndian.PutUint64(opts.StreamID[:8], s.cfg.StreamID)
+	if s.cfg.EncryptionKey != nil {
+		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, s.cfg.EncryptionKey
+	}
+	var err error
+	if s.cw, err = checkpoint.NewWriter(s.bw, s.src.Metadata(), opts); err != nil {
+		return 0, wrap(migrate.ErrConfig, err)
+	}
+	s.sink = progressSink{w: s.cw, s: s}
+	s.cfg.Lock.Lock()
+	s.src.StartLogging()
+	s.cfg.Lock.Unlock()
+	return rtt, nil
+}
+
+// progressSink hands batches to the stream writer and reports the bytes.
+type progressSink struct {
+	w *checkpoint.Writer
+	s *sender
+}
+
+func (p progressSink) WriteBatch(b checkpoint.EncodedBatch) error {
+	err := p.w.WriteBatch(b)
+	p.s.prog.bytes(p.s.core.Phase(), p.s.core.Round(), p.w.Offset())
+	return err
+}
+
+// copyRegion sends region i's pages in set (nil: every page in use).
+func (s *sender) copyRegion(i int, set *memory.PageSet) (migrate.Traffic, error) {
+	return s.eng.Copy(s.ctx, s.sink, s.src.Regions()[i], uint32(i), set)
+}
+
+// rollBack ends a failed migration with the VM on the source, as it was,
+// unless the destination may already run it.
+func (s *sender) rollBack(a migrate.Action) (*migrate.Report, error) {
+	s.conns.closeAll()
+	s.cfg.Lock.Lock()
+	if s.src != nil {
+		s.src.RollBack(a.InDoubt)
+	}
+	s.cfg.Lock.Unlock()
+	s.publish()
+	return s.report(), a.Err
+}

@@ -1,0 +1,176 @@
+package live
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/vgpusim/vgpusim/migrate"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// execute does what action a asks, on the connections, and returns the
+// Core's next action. Before the Core moves on, the VM is checked for
+// changes its owner made under the migration, by the simulator's rule.
+func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
+	switch a.Kind {
+	case migrate.DoCopyRound:
+		return s.copyRound(a)
+	case migrate.DoPause:
+		if err := s.locked(s.src.Pause); err != nil {
+			return a, err
+		}
+	case migrate.DoSaveDevices:
+		err := s.locked(func() error {
+			var err error
+			s.states, err = s.vm.SaveDeviceStates()
+			return wrap0(migrate.ErrSource, err)
+		})
+		if err != nil {
+			return a, err
+		}
+		n := int64(0)
+		for _, st := range s.states {
+			n += int64(len(st))
+		}
+		s.core.DevicesSaved(n)
+	case migrate.DoSendFinalRAM:
+		if err := s.src.SendRegions(0, 1, false, s.copyRegion, s.core.Sent); err != nil {
+			return a, err
+		}
+		s.core.PagesQueued()
+	case migrate.DoSendFinalFramebuffers:
+		if err := s.src.SendRegions(1, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
+			return a, err
+		}
+		s.core.PagesQueued()
+	case migrate.DoSendDeviceStates:
+		if err := s.finishStream(); err != nil {
+			return a, err
+		}
+	case migrate.DoRestore:
+		// The destination applies the rest, checks the digests and
+		// restores the devices, then says it is ready.
+		if err := readMsg(s.ctl, msgReady, nil); err != nil {
+			return a, err
+		}
+	case migrate.DoResume:
+		if err := s.check(); err != nil {
+			return a, err
+		}
+		if err := writeMsg(s.conns[0], msgCommit, commit{Resume: s.src.WasRunning(), Throttle: s.src.PriorThrottle()}); err != nil {
+			return a, err
+		}
+		s.core.Commit()
+		if err := readMsg(s.ctl, msgResumed, nil); err != nil {
+			return a, err
+		}
+	case migrate.DoRelease:
+		err := s.locked(func() error {
+			s.src.StopLogging()
+			return s.vm.Destroy()
+		})
+		if err != nil {
+			// The VM is already the destination's: reported, not undone.
+			s.core.Notice("source release: " + err.Error())
+		}
+	}
+	if err := s.check(); err != nil {
+		return a, err
+	}
+	return s.core.Done(s.now()), nil
+}
+
+// check catches a VM its owner changed under the migration (Source.check)
+// once the current phase's work is done.
+func (s *sender) check() error {
+	if p := s.core.Phase(); p < migrate.PhaseRelease {
+		return s.locked(func() error { return s.src.Check(p) })
+	}
+	return nil
+}
+
+// copyRound sends a pre-copy round and reports its arrival: a round has
+// arrived when the last of it has been written to the connections.
+func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
+	if a.SetThrottle {
+		if err := s.locked(func() error { return s.src.SetThrottle(a.Throttle) }); err != nil {
+			return a, err
+		}
+	}
+	before := s.cw.Offset()
+	if err := s.src.SendRegions(0, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
+		return a, err
+	}
+	if _, err := s.cw.EndRound(); err != nil {
+		return a, wrap(migrate.ErrStream, err)
+	}
+	if err := s.bw.Flush(); err != nil {
+		return a, err
+	}
+	s.core.RoundQueued(s.cw.Offset() - before)
+	if err := s.check(); err != nil {
+		return a, err
+	}
+	var dirty, used int64
+	s.locked(func() error {
+		dirty = s.src.DirtyBytes(a.Regions)
+		if s.cfg.Mode == migrate.Legacy {
+			used = s.src.UsedFramebufferBytes()
+		}
+		return nil
+	})
+	return s.core.RoundArrived(s.now(), dirty, used), nil
+}
+
+// finishStream sends the device states, the regions' digests and the end
+// of the stream.
+func (s *sender) finishStream() error {
+	for i, st := range s.states {
+		ds := checkpoint.DeviceState{Device: uint32(i), Version: vgpu.StateVersion, Data: st}
+		if err := s.cw.WriteDeviceState(ds); err != nil {
+			return wrap(migrate.ErrStream, err)
+		}
+	}
+	digests := make([]checkpoint.RegionDigest, len(s.src.Regions()))
+	s.digests = make([]migrate.Digest, len(s.src.Regions()))
+	for i, r := range s.src.Regions() {
+		d, err := r.DigestParallel(s.cfg.DigestWorkers)
+		if err != nil {
+			return wrap(migrate.ErrSource, err)
+		}
+		digests[i] = checkpoint.RegionDigest{Region: uint32(i), Digest: d}
+		s.digests[i] = migrate.Digest(d)
+	}
+	if err := s.cw.CloseWithDigests(digests); err != nil {
+		return wrap(migrate.ErrStream, err)
+	}
+	return s.bw.Flush()
+}
+
+// linkName names the connections for the report.
+func linkName(cs []io.ReadWriter) string {
+	name := fmt.Sprintf("%d connection(s)", len(cs))
+	if nc, ok := cs[0].(net.Conn); ok && nc.RemoteAddr() != nil {
+		name = fmt.Sprintf("%s %s x%d", nc.RemoteAddr().Network(), nc.RemoteAddr(), len(cs))
+	}
+	return name
+}
+
+// report is the source's report: the Core's account, and what only the
+// connections know.
+func (s *sender) report() *migrate.Report {
+	r := s.core.Report()
+	r.Source, r.Destination, r.Fidelity, r.Live, r.Link = s.vm.Host().Name(), s.destination, migrate.Bytes, true, s.link
+	for _, p := range s.vm.Profiles() {
+		r.Profiles = append(r.Profiles, p.Name)
+	}
+	r.Events = nil
+	if s.cw != nil {
+		r.WireBytes = s.cw.Offset()
+	}
+	r.RegionDigests = s.digests
+	return r
+}
