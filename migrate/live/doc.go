@@ -78,7 +78,6 @@
 // says by how much.
 // examples/livemigrate runs the whole over TCP.
 //
-//
 // # Clock
 //
 // The times and rates a migration is decided by are read from

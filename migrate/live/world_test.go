@@ -66,26 +66,6 @@ type sourceImage struct {
 	vmState vgpu.VMState
 }
 
-func imageOf(t testing.TB, vm *vgpu.VM) sourceImage {
-	t.Helper()
-	var img sourceImage
-	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		d, err := r.Digest()
-		must(t, err)
-		img.digests = append(img.digests, d)
-	}
-	var err error
-	img.states, err = vm.Snapshots()
-	must(t, err)
-	for i := range img.states {
-		// The run state is compared on its own: a stun pauses the device
-		// and a failure resumes it.
-		img.states[i].Registers[vgpu.RegControl] &^= 2
-	}
-	img.vmState = vm.State()
-	return img
-}
-
 // checkNothingAt verifies the destination holds nothing of a failed
 // migration: no VM, no vGPU, no window, its guest memory free and, on a
 // Sparse host, no framebuffer byte resident.
@@ -219,13 +199,6 @@ func smallPageHosts(t testing.TB) (*vgpu.Host, *vgpu.Host) {
 	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 2, RAMBytes: 4 * GiB, Start: time.Hour})
 	must(t, err)
 	return src, dst
-}
-func counterVM(t testing.TB, h *vgpu.Host, w *counterWorkload) *vgpu.VM {
-	t.Helper()
-	vm, err := h.CreateVM(vgpu.VMSpec{ID: "oracle", RAMBytes: 128 * MiB, RAMFootprintBytes: 32 * MiB, Profiles: []string{"P40-1Q"}, Workload: w})
-	must(t, err)
-	must(t, vm.Start())
-	return vm
 }
 
 // faultWorld is a source running the counter oracle, a destination and a
