@@ -10,50 +10,6 @@ import (
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// sourceImage is what must not change at the source when a migration
-// fails: every region's digest and every device state.
-type sourceImage struct {
-	digests []uint64
-	states  []vgpu.DeviceState
-	vmState vgpu.VMState
-}
-
-func imageOf(t testing.TB, vm *vgpu.VM) sourceImage {
-	t.Helper()
-	var img sourceImage
-	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		d, err := r.Digest()
-		must(t, err)
-		img.digests = append(img.digests, d)
-	}
-	var err error
-	img.states, err = vm.Snapshots()
-	must(t, err)
-	for i := range img.states {
-		// The run state is compared on its own: a stun pauses the device
-		// and a failure resumes it.
-		img.states[i].Registers[vgpu.RegControl] &^= 2
-	}
-	img.vmState = vm.State()
-	return img
-}
-
-// checkNothingAt verifies the destination holds nothing of a failed
-// migration: no VM, no vGPU, no window, its guest memory free and, on a
-// Sparse host, no framebuffer byte resident.
-func checkNothingAt(t testing.TB, dst *vgpu.Host) {
-	t.Helper()
-	if len(dst.VMs()) != 0 || dst.FreeRAMBytes() != dst.RAMBytes() {
-		t.Fatalf("destination holds %d VMs, %d bytes of RAM reserved", len(dst.VMs()), dst.RAMBytes()-dst.FreeRAMBytes())
-	}
-	for _, g := range dst.GPUs() {
-		if g.VGPUCount() != 0 || len(g.Framebuffer().Windows()) != 0 || g.Framebuffer().ResidentBytes() != 0 {
-			t.Fatalf("destination GPU holds %d vGPUs, %d windows, %d resident bytes",
-				g.VGPUCount(), len(g.Framebuffer().Windows()), g.Framebuffer().ResidentBytes())
-		}
-	}
-}
-
 // TestCancelInEveryPhase cancels a migration in each phase in turn. Before
 // the destination acknowledged the resume the VM stays on the source as it
 // was (running, or paused if it was paused) and the destination holds
@@ -81,7 +37,7 @@ func TestCancelInEveryPhase(t *testing.T) {
 
 func cancelIn(t *testing.T, p Phase, paused bool) {
 	src, dst := smallPageHosts(t)
-	w := &counterWorkload{pagesPerSec: 400, pages: 200}
+	w := &counterWorkload{PagesPerSec: 400, Pages: 200}
 	vm := counterVM(t, src, w)
 	must(t, src.Advance(time.Second))
 	if paused {
@@ -145,7 +101,7 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 	if vm.State() != want || vm.Host() != src {
 		t.Fatalf("source VM %v, want %v", vm.State(), want)
 	}
-	before.vmState = want
+	before.VMState = want
 	if d := cmp.Diff(before, after, cmp.AllowUnexported(sourceImage{})); d != "" {
 		t.Fatalf("source changed by the cancel (-before +after):\n%s", d)
 	}
@@ -155,7 +111,7 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 		}
 	}
 	checkNothingAt(t, dst)
-	w.check(t, vm)
+	w.Check(t, vm)
 	// The VM runs on, then migrates for good, pages dirtied during the
 	// failed attempt included.
 	if paused {
@@ -167,7 +123,7 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 	m2, err := s.Start(vm, dst, Config{Fidelity: fid, Link: slowLink})
 	must(t, err)
 	runToRelease(t, m2)
-	w.check(t, m2.VM())
+	w.Check(t, m2.VM())
 	if _, err := m2.Run(); err != nil {
 		t.Fatal(err)
 	}

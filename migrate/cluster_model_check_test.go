@@ -43,8 +43,8 @@ func (cm *clusterModel) checkMemory(t *rapid.T, vm *clusterVM) {
 		t.Fatalf("VM %s is not on host %d", vm.id, vm.host)
 	}
 	switch {
-	case vm.w != nil && vm.w.running:
-		vm.w.check(t, v)
+	case vm.w != nil && vm.w.Running():
+		vm.w.Check(t, v)
 	case vm.w == nil:
 		if d := cmp.Diff(vm.digests, clusterDigests(t, v)); d != "" {
 			t.Fatalf("VM %s on host %d: memory changed (-created +now):\n%s", vm.id, vm.host, d)
@@ -70,13 +70,13 @@ func (cm *clusterModel) checkWorkload(t *rapid.T, vm *clusterVM) {
 	}
 	v, _ := cm.hosts[vm.host].VM(vm.id)
 	paused := v.State() == vgpu.VMPaused
-	if bound := vm.w.pagesPerSec*int64(cm.now-vm.wSince)/int64(time.Second) + 1; vm.w.pos > bound {
-		t.Fatalf("VM %s: %d writes in %v at %d a second", vm.id, vm.w.pos, cm.now-vm.wSince, vm.w.pagesPerSec)
+	if bound := vm.w.PagesPerSec*int64(cm.now-vm.wSince)/int64(time.Second) + 1; vm.w.Pos > bound {
+		t.Fatalf("VM %s: %d writes in %v at %d a second", vm.id, vm.w.Pos, cm.now-vm.wSince, vm.w.PagesPerSec)
 	}
-	if paused && vm.lastPaused && vm.w.pos != vm.lastPos {
-		t.Fatalf("VM %s wrote %d pages while paused", vm.id, vm.w.pos-vm.lastPos)
+	if paused && vm.lastPaused && vm.w.Pos != vm.lastPos {
+		t.Fatalf("VM %s wrote %d pages while paused", vm.id, vm.w.Pos-vm.lastPos)
 	}
-	vm.lastPos, vm.lastPaused = vm.w.pos, paused
+	vm.lastPos, vm.lastPaused = vm.w.Pos, paused
 	cm.checkMemory(t, vm)
 }
 
@@ -110,7 +110,7 @@ func (cm *clusterModel) settle(t *rapid.T, mg *clusterMig) {
 				t.Fatalf("migration of %s done with an error: %v", mg.id, err)
 			}
 			cm.tally["migration done"]++
-			if vm := mg.vm; vm != nil && vm.w != nil && vm.w.pos > mg.writesAtStart {
+			if vm := mg.vm; vm != nil && vm.w != nil && vm.w.Pos > mg.writesAtStart {
 				cm.tally["migration done, its VM writing"]++
 			}
 			cm.end(mg)

@@ -221,7 +221,7 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 		}
 		mg.resumedIn, mg.writesAtResume = p, 0
 		if vm.w != nil {
-			mg.writesAtResume = vm.w.pos
+			mg.writesAtResume = vm.w.Pos
 		}
 		cm.tally["resumed by its owner in "+p.String()]++
 	case p.Stunned():
@@ -229,7 +229,7 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 		// still in the phase of the resume): the counter writes RAM and
 		// framebuffer alike, so what it wrote meanwhile dooms the
 		// migration once guest RAM's final pages left.
-		wrote := vm.w != nil && vm.w.pos > mg.writesAtResume
+		wrote := vm.w != nil && vm.w.Pos > mg.writesAtResume
 		how := "unwritten"
 		if wrote {
 			how = "written"

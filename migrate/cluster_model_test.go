@@ -190,7 +190,7 @@ func (cm *clusterModel) giveWorkload(t *rapid.T) {
 // setCounter gives vm a counter oracle, at a rate that dirties pages in
 // most pre-copy rounds.
 func (cm *clusterModel) setCounter(t *rapid.T, vm *clusterVM) {
-	w := &counterWorkload{pagesPerSec: rapid.Int64Range(10, 200).Draw(t, "pagesPerSec"), pages: rapid.IntRange(16, 256).Draw(t, "pages")}
+	w := &counterWorkload{PagesPerSec: rapid.Int64Range(10, 200).Draw(t, "pagesPerSec"), Pages: rapid.IntRange(16, 256).Draw(t, "pages")}
 	must(t, cm.owned(vm).SetWorkload(w))
 	vm.w, vm.wSince, vm.digests = w, cm.now, nil
 	vm.lastPos, vm.lastPaused = 0, false
@@ -254,7 +254,7 @@ func (cm *clusterModel) start(t *rapid.T) {
 			dst: dst, srcGPU: vm.gpu, dstGPU: gpu, link: link.Name, timeout: timeout,
 			policy: cfg.OnNonConvergence, label: fmt.Sprintf("#%d %s host%d->host%d", cm.started, vm.id, vm.host, dst)}
 		if vm.w != nil {
-			vm.mig.writesAtStart = vm.w.pos
+			vm.mig.writesAtStart = vm.w.Pos
 		}
 		cm.migs = append(cm.migs, vm.mig)
 		cm.started++

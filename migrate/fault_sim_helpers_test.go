@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -40,23 +40,10 @@ type faultWorld struct {
 
 func newFaultWorld(t testing.TB, paused bool) *faultWorld {
 	t.Helper()
-	src, dst := smallPageHosts(t)
-	third, err := vgpu.NewHost(vgpu.HostConfig{Name: "third", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 3,
-		RAMBytes: 4 * GiB, Start: 2 * time.Hour})
+	o := migtest.NewOracleWorld(t, paused)
+	s, err := NewSim(SimConfig{}, o.Src, o.Dst, o.Third)
 	must(t, err)
-	// 400 pages a second over 200 pages on a 100 Mb/s link: several
-	// pre-copy rounds, every page rewritten during the migration.
-	w := &counterWorkload{pagesPerSec: 400, pages: 200}
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "oracle", RAMBytes: 16 * MiB, RAMFootprintBytes: 2 * MiB, Profiles: []string{"P40-1Q"}, Workload: w})
-	must(t, err)
-	must(t, vm.Start())
-	must(t, src.Advance(time.Second))
-	if paused {
-		must(t, vm.Pause())
-	}
-	s, err := NewSim(SimConfig{}, src, dst, third)
-	must(t, err)
-	return &faultWorld{src: src, dst: dst, third: third, sim: s, vm: vm, w: w}
+	return &faultWorld{src: o.Src, dst: o.Dst, third: o.Third, sim: s, vm: o.VM, w: o.W}
 }
 
 // faultConfig is the migration every cell runs. Its stun target is between
@@ -145,44 +132,4 @@ func stepChecking(t *testing.T, m *Migration, hosts ...*vgpu.Host) {
 			return
 		}
 	}
-}
-
-// checkOneOwner is the invariant that a VM is never lost and never runs
-// twice: across hosts at most one copy runs and at least one copy lives
-// (created, running, paused or stopped; an incoming copy is not yet one).
-func checkOneOwner(t testing.TB, id string, hosts ...*vgpu.Host) {
-	t.Helper()
-	running, live := 0, 0
-	for _, h := range hosts {
-		vm, ok := h.VM(id)
-		if !ok {
-			continue
-		}
-		switch vm.State() {
-		case vgpu.VMRunning:
-			running++
-			live++
-		case vgpu.VMCreated, vgpu.VMPaused, vgpu.VMStopped:
-			live++
-		}
-	}
-	if running > 1 || live == 0 {
-		t.Fatalf("VM %q: %d running copies, %d live copies", id, running, live)
-	}
-}
-
-// checkSettled is the invariant once no migration of the VM is under way:
-// exactly one host holds it.
-func checkSettled(t testing.TB, id string, hosts ...*vgpu.Host) *vgpu.Host {
-	t.Helper()
-	var at []*vgpu.Host
-	for _, h := range hosts {
-		if _, ok := h.VM(id); ok {
-			at = append(at, h)
-		}
-	}
-	if len(at) != 1 {
-		t.Fatalf("VM %q is held by %d hosts", id, len(at))
-	}
-	return at[0]
 }

@@ -120,7 +120,7 @@ func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, fid Fidelit
 	m2, err := fw.sim.Start(fw.vm, to, faultConfig(fid))
 	must(t, err)
 	runToRelease(t, m2)
-	fw.w.check(t, m2.VM())
+	fw.w.Check(t, m2.VM())
 	stepChecking(t, m2, fw.sim.Hosts()...)
 	if m2.Err() != nil || checkSettled(t, fw.vm.ID(), fw.sim.Hosts()...) != to {
 		t.Fatalf("second migration: %v", m2.Err())
@@ -144,11 +144,11 @@ func checkSourceAsBefore(t *testing.T, fw *faultWorld, before sourceImage, pause
 		t.Fatalf("source VM %v on %s, want %v on %s", fw.vm.State(), fw.vm.Host().Name(), want, fw.src.Name())
 	}
 	after := imageOf(t, fw.vm)
-	before.vmState = want
+	before.VMState = want
 	if !instant {
-		after.digests = before.digests
-		for i := range after.states {
-			after.states[i].Sched = before.states[i].Sched
+		after.Digests = before.Digests
+		for i := range after.States {
+			after.States[i].Sched = before.States[i].Sched
 		}
 	}
 	if d := cmp.Diff(before, after, cmp.AllowUnexported(sourceImage{})); d != "" {
@@ -159,7 +159,7 @@ func checkSourceAsBefore(t *testing.T, fw *faultWorld, before sourceImage, pause
 			t.Fatal("dirty logging still on at the source")
 		}
 	}
-	fw.w.check(t, fw.vm)
+	fw.w.Check(t, fw.vm)
 }
 
 // TestFaultChain moves a VM A -> B -> C, failing an attempt at each hop
@@ -174,7 +174,7 @@ func TestFaultChain(t *testing.T) {
 		runTo(t, m, PhaseFinalRAM)
 		must(t, m.Inject(faults[i]))
 		checkNothingAt(t, to)
-		fw.w.check(t, fw.vm)
+		fw.w.Check(t, fw.vm)
 		if _, err := fw.sim.Advance(200 * time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestFaultChain(t *testing.T) {
 			t.Fatalf("hop %d: %v", i, m.Err())
 		}
 		fw.vm = m.VM()
-		fw.w.check(t, fw.vm)
+		fw.w.Check(t, fw.vm)
 		if _, err := fw.sim.Advance(time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestFaultChain(t *testing.T) {
 	if checkSettled(t, fw.vm.ID(), hosts...) != fw.third {
 		t.Fatal("the VM did not end at C")
 	}
-	fw.w.check(t, fw.vm)
+	fw.w.Check(t, fw.vm)
 	checkNothingAt(t, fw.src)
 	checkNothingAt(t, fw.dst)
 }

@@ -17,7 +17,7 @@ import (
 
 func TestOwnerPausesDuringPreCopy(t *testing.T) {
 	src, dst := smallPageHosts(t)
-	w := &counterWorkload{pagesPerSec: 10, pages: 16}
+	w := &counterWorkload{PagesPerSec: 10, Pages: 16}
 	vm := counterVM(t, src, w)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
@@ -31,14 +31,14 @@ func TestOwnerPausesDuringPreCopy(t *testing.T) {
 	if m.VM().Host() != dst || m.VM().State() != vgpu.VMPaused {
 		t.Fatalf("VM %v on %s, want paused at the destination as its owner left it", m.VM().State(), m.VM().Host().Name())
 	}
-	w.check(t, m.VM())
+	w.Check(t, m.VM())
 }
 
 func TestOwnerResumesDuringStun(t *testing.T) {
 	for _, p := range []Phase{PhaseDeviceSave, PhaseFinalRAM, PhaseDeviceState, PhaseResume} {
 		t.Run("phase="+p.String(), func(t *testing.T) {
 			src, dst := smallPageHosts(t)
-			w := &counterWorkload{pagesPerSec: 10, pages: 16}
+			w := &counterWorkload{PagesPerSec: 10, Pages: 16}
 			vm := counterVM(t, src, w)
 			must(t, vm.Pause())
 			s, err := NewSim(SimConfig{}, src, dst)
@@ -57,7 +57,7 @@ func TestOwnerResumesDuringStun(t *testing.T) {
 			if _, err := s.Advance(500 * time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			w.check(t, vm)
+			w.Check(t, vm)
 		})
 	}
 }
@@ -72,7 +72,7 @@ func TestOwnerWritesDuringStun(t *testing.T) {
 			for _, how := range []string{"resume-pause", "owner-write"} {
 				t.Run(fmt.Sprintf("mode=%v/phase=%v/how=%s", mode, p, how), func(t *testing.T) {
 					src, dst := smallPageHosts(t)
-					w := &counterWorkload{pagesPerSec: 1000, pages: 16}
+					w := &counterWorkload{PagesPerSec: 1000, Pages: 16}
 					vm := counterVM(t, src, w)
 					s, err := NewSim(SimConfig{}, src, dst)
 					must(t, err)

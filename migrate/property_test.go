@@ -33,7 +33,7 @@ func drawWorkload(t *rapid.T) vgpu.Workload {
 	case 3:
 		w, err = vgpu.NewDesktop(vgpu.DesktopConfig{RAMWorkingSetBytes: 4 * MiB, UpdatesPerSec: 20, Seed: seed})
 	default:
-		w = &counterWorkload{pagesPerSec: rapid.Int64Range(1, 2000).Draw(t, "pagesPerSec"), pages: 256}
+		w = &counterWorkload{PagesPerSec: rapid.Int64Range(1, 2000).Draw(t, "pagesPerSec"), Pages: 256}
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		if w, ok := in.Workload().(*counterWorkload); ok {
-			w.check(rt, in)
+			w.Check(rt, in)
 		}
 	})
 }

@@ -43,7 +43,7 @@ func newLiveWorld(t *testing.T, paused bool) *liveWorld {
 	fw := newFaultWorld(t, paused)
 	// 4000 pages a second: every page of the oracle rewritten in 50 ms of
 	// the host's time, so liveRoundGap rewrites them all, throttled or not.
-	fw.w.pagesPerSec = 4000
+	fw.w.PagesPerSec = 4000
 	lw := &liveWorld{src: fw.src, dst: fw.dst, third: fw.third, vm: fw.vm, w: fw.w, run: NewRunner(fw.src, 0)}
 	lw.run.Start()
 	t.Cleanup(func() { _ = lw.run.Stop() })
@@ -78,7 +78,7 @@ func (lw *liveWorld) attempt(t *testing.T, to *vgpu.Host, pl livePlan, timeout t
 	defer cancelDst()
 	lw.run.Lock()
 	att := liveAttempt{want: lw.vm.State()}
-	start := lw.w.pos
+	start := lw.w.Pos
 	lw.frozen = false
 	lw.run.Unlock()
 	var snapErr error
@@ -93,7 +93,7 @@ func (lw *liveWorld) attempt(t *testing.T, to *vgpu.Host, pl livePlan, timeout t
 		// Under the host's lock, which Send takes to undo what it did:
 		// the image is the source's before the library reacts.
 		lw.run.Lock()
-		lw.frozen, att.dirtied = true, lw.w.pos-start
+		lw.frozen, att.dirtied = true, lw.w.Pos-start
 		att.before, snapErr = snapshotOf(lw.vm)
 		lw.run.Unlock()
 	}
@@ -142,16 +142,16 @@ func snapshotOf(vm *vgpu.VM) (sourceImage, error) {
 		if err != nil {
 			return img, err
 		}
-		img.digests = append(img.digests, d)
+		img.Digests = append(img.Digests, d)
 	}
 	var err error
-	if img.states, err = vm.Snapshots(); err != nil {
+	if img.States, err = vm.Snapshots(); err != nil {
 		return img, fmt.Errorf("snapshots: %w", err)
 	}
-	for i := range img.states {
-		img.states[i].Registers[vgpu.RegControl] &^= 2 // the run state is compared on its own
+	for i := range img.States {
+		img.States[i].Registers[vgpu.RegControl] &^= 2 // the run state is compared on its own
 	}
-	img.vmState = vm.State()
+	img.VMState = vm.State()
 	return img, nil
 }
 

@@ -224,15 +224,15 @@ func liveFaultCell(t *testing.T, p livePoint, kind string, paused, elsewhere boo
 	}
 	checkSourceFrozen(t, lw, att.before, want)
 	checkOneOwner(t, src.ID(), lw.src, lw.dst)
-	if p.phase > migrate.PhasePreCopy && !paused && att.dirtied < int64(lw.w.pages) {
-		t.Fatalf("the failed attempt rewrote %d pages, fewer than the oracle's %d", att.dirtied, lw.w.pages)
+	if p.phase > migrate.PhasePreCopy && !paused && att.dirtied < int64(lw.w.Pages) {
+		t.Fatalf("the failed attempt rewrote %d pages, fewer than the oracle's %d", att.dirtied, lw.w.Pages)
 	}
 
 	if pl.dstErr == nil {
 		// In doubt with the destination running the VM: whoever manages
 		// the hosts destroys the paused source copy.
 		must(t, src.Destroy())
-		lw.w.check(t, res.in)
+		lw.w.Check(t, res.in)
 		checkNothingAt(t, lw.src)
 		return
 	}
@@ -253,7 +253,7 @@ func liveFaultCell(t *testing.T, p livePoint, kind string, paused, elsewhere boo
 		t.Fatalf("second migration: source %v, destination %v", again.res.srcErr, again.res.dstErr)
 	}
 	must(t, lw.run.Stop())
-	lw.w.check(t, again.res.in)
+	lw.w.Check(t, again.res.in)
 	if checkSettled(t, src.ID(), lw.src, lw.dst, lw.third) != to {
 		t.Fatal("the VM is not where it moved")
 	}
@@ -272,7 +272,7 @@ func checkSourceFrozen(t *testing.T, lw *liveWorld, before sourceImage, want vgp
 	}
 	after, err := snapshotOf(vm)
 	must(t, err)
-	before.vmState = want
+	before.VMState = want
 	if d := cmp.Diff(before, after, cmp.AllowUnexported(sourceImage{})); d != "" {
 		t.Fatalf("source changed by the failure (-before +after):\n%s", d)
 	}
@@ -281,7 +281,7 @@ func checkSourceFrozen(t *testing.T, lw *liveWorld, before sourceImage, want vgp
 			t.Fatal("dirty logging still on at the source")
 		}
 	}
-	lw.w.check(t, vm)
+	lw.w.Check(t, vm)
 }
 
 // TestLiveFaultChain moves a VM A -> B -> C, each hop failing once first,
@@ -299,14 +299,14 @@ func TestLiveFaultChain(t *testing.T) {
 			t.Fatalf("hop %d: failed attempt: %v", i, att.res.srcErr)
 		}
 		checkNothingAt(t, to)
-		lw.w.check(t, lw.vm)
+		lw.w.Check(t, lw.vm)
 		lw.run.Start()
 		ok := lw.attempt(t, to, livePlan{}, 20*time.Second)
 		if ok.res.srcErr != nil || ok.res.dstErr != nil {
 			t.Fatalf("hop %d: %v / %v", i, ok.res.srcErr, ok.res.dstErr)
 		}
 		must(t, lw.run.Stop())
-		lw.w.check(t, ok.res.in)
+		lw.w.Check(t, ok.res.in)
 		checkNothingAt(t, lw.src)
 		// The workload goes on at the new host, under its own Runner.
 		must(t, ok.res.in.SetWorkload(lw.w))
@@ -320,7 +320,7 @@ func TestLiveFaultChain(t *testing.T) {
 	if checkSettled(t, lw.vm.ID(), hosts...) != lw.third {
 		t.Fatal("the VM did not end at C")
 	}
-	lw.w.check(t, lw.vm)
+	lw.w.Check(t, lw.vm)
 	checkNothingAt(t, hosts[0])
 	checkNothingAt(t, hosts[1])
 }

@@ -1,210 +1,42 @@
 package live
 
 import (
-	"bytes"
-	"encoding/binary"
-	"errors"
-	"math/rand/v2"
 	"testing"
-	"time"
 
-	"github.com/vgpusim/vgpusim/memory"
-	"github.com/vgpusim/vgpusim/sched"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// The worlds these tests migrate, as package migrate's own tests build
-// them: the same hosts, VMs, counter oracle and secrets, so that a live
-// result compares with a simulated one.
+// The worlds these tests migrate are built by package migtest, which
+// package migrate's tests share, so that a live result compares with a
+// simulated one built alike. These names keep the tests short.
+type (
+	counterWorkload = migtest.Counter
+	sourceImage     = migtest.SourceImage
+	windowAt        = migtest.WindowAt
+)
 
-// tb is what the helpers need of a *testing.T, a *testing.B or a
-// *rapid.T.
-type tb interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}
+const (
+	MiB           = migtest.MiB
+	GiB           = migtest.GiB
+	isolationVMID = migtest.IsolationVMID
+)
 
-func must(t tb, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// hostPair returns a source and a destination host of the given backing;
-// their clocks differ on purpose, as two real hosts' would.
-func hostPair(t testing.TB, kind memory.Kind, gpus int) (*vgpu.Host, *vgpu.Host) {
-	t.Helper()
-	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "src", GPUs: gpus, Memory: kind, Seed: 1, RAMBytes: 256 * GiB})
-	must(t, err)
-	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", GPUs: gpus, Memory: kind, Seed: 2, RAMBytes: 256 * GiB, Start: time.Hour})
-	must(t, err)
-	return src, dst
-}
-
-// tinyModel keeps byte-exact tests fast.
-var tinyModel = vgpu.Model{Name: "tiny", MACs: 50_000_000, Layers: 10, Parameters: 1_000_000, InputBytes: 64 << 10, ActivationBytes: 256 << 10}
-
-// inferenceVM creates and starts a VM serving inference.
-func inferenceVM(t testing.TB, h *vgpu.Host, id, profile string, ramBytes, footprint int64, model vgpu.Model, seed uint64) *vgpu.VM {
-	t.Helper()
-	w, err := vgpu.NewInference(vgpu.InferenceConfig{Model: model, RequestsPerSec: 100, FootprintBytes: footprint,
-		RAMWorkingSetBytes: 16 * MiB, FramebufferDirtyBytesPerSec: 4 * MiB, Seed: seed})
-	must(t, err)
-	vm, err := h.CreateVM(vgpu.VMSpec{ID: id, RAMBytes: ramBytes, RAMFootprintBytes: ramBytes / 8, Profiles: []string{profile}, Workload: w})
-	must(t, err)
-	must(t, vm.Start())
-	return vm
-}
-
-// sourceImage is what must not change at the source when a migration
-// fails: every region's digest and every device state.
-type sourceImage struct {
-	digests []uint64
-	states  []vgpu.DeviceState
-	vmState vgpu.VMState
-}
-
-// checkNothingAt verifies the destination holds nothing of a failed
-// migration: no VM, no vGPU, no window, its guest memory free and, on a
-// Sparse host, no framebuffer byte resident.
-func checkNothingAt(t testing.TB, dst *vgpu.Host) {
-	t.Helper()
-	if len(dst.VMs()) != 0 || dst.FreeRAMBytes() != dst.RAMBytes() {
-		t.Fatalf("destination holds %d VMs, %d bytes of RAM reserved", len(dst.VMs()), dst.RAMBytes()-dst.FreeRAMBytes())
-	}
-	for _, g := range dst.GPUs() {
-		if g.VGPUCount() != 0 || len(g.Framebuffer().Windows()) != 0 || g.Framebuffer().ResidentBytes() != 0 {
-			t.Fatalf("destination GPU holds %d vGPUs, %d windows, %d resident bytes",
-				g.VGPUCount(), len(g.Framebuffer().Windows()), g.Framebuffer().ResidentBytes())
-		}
-	}
-}
-
-// isolationVMID names the migrating VM of the isolation tests.
-const isolationVMID = "oracle"
-
-// secretFramebufferPages are the framebuffer pages where the migrating VM
-// keeps a secret, clear of the counter oracle's pages 0-199: those that
-// exist at the window's page size, and its last page.
-var secretFramebufferPages = []int{300, 301, 302, 303, 4096, 4097, 65535, 65536}
-
-// secretPages returns where the secret lives in r: fb chooses the
-// framebuffer pages, else the last 16 pages of guest RAM.
-func secretPages(r *memory.Region, fb bool) []int {
-	if fb {
-		var out []int
-		for _, p := range secretFramebufferPages {
-			if p < r.Pages()-1 {
-				out = append(out, p)
-			}
-		}
-		return append(out, r.Pages()-1)
-	}
-	var out []int
-	for p := r.Pages() - 16; p < r.Pages(); p++ {
-		out = append(out, p)
-	}
-	return out
-}
-
-// secretPage is the secret's content of page p: seeded non-zero bytes.
-func secretPage(p, size int) []byte {
-	rng := rand.New(rand.NewPCG(uint64(p), 0x5ec7e7))
-	b := make([]byte, size)
-	for i := range b {
-		b[i] = byte(rng.Uint32()) | 1
-	}
-	return b
-}
-
-// writeSecret writes the secret into vm's guest RAM and first framebuffer.
-func writeSecret(t testing.TB, vm *vgpu.VM) {
-	t.Helper()
-	for i, r := range []*memory.Region{vm.RAM(), vm.Framebuffers()[0]} {
-		for _, p := range secretPages(r, i == 1) {
-			_, err := r.WriteAt(secretPage(p, r.PageSize()), int64(p)*int64(r.PageSize()))
-			must(t, err)
-		}
-	}
-}
-
-// secretPagesIn counts the secret's framebuffer pages r holds.
-func secretPagesIn(t testing.TB, r *memory.Region) int {
-	t.Helper()
-	n, buf := 0, make([]byte, r.PageSize())
-	for _, p := range secretPages(r, true) {
-		_, err := r.ReadAt(buf, int64(p)*int64(r.PageSize()))
-		must(t, err)
-		if bytes.Equal(buf, secretPage(p, len(buf))) {
-			n++
-		}
-	}
-	return n
-}
-
-// windowAt records where a vGPU's window lies on its host.
-type windowAt struct {
-	gpu, slot, firstPage int
-}
-
-func windowOf(v *vgpu.VGPU) windowAt {
-	return windowAt{v.GPU().Index(), v.Slot(), v.Framebuffer().FirstPage()}
-}
-
-// nextTenantReadsZeros places a new VM of the same profile on host, checks
-// that it gets the window at, and that its framebuffer reads zeros at
-// every page in pages, or everywhere if pages is nil, and its guest RAM
-// everywhere. The tenant is destroyed again.
-func nextTenantReadsZeros(t testing.TB, host *vgpu.Host, at windowAt, pages []int) {
-	t.Helper()
-	next, err := host.CreateVM(vgpu.VMSpec{ID: "next-tenant", RAMBytes: 16 * MiB, Profiles: []string{"P40-1Q"}})
-	must(t, err)
-	defer func() { must(t, next.Destroy()) }()
-	v := next.VGPUs()[0]
-	if got := windowOf(v); got != at {
-		t.Fatalf("the next tenant got window %+v, the migrating VM had %+v", got, at)
-	}
-	fb := v.Framebuffer()
-	ps := fb.PageSize()
-	if pages == nil {
-		readsZeros(t, "the next tenant's framebuffer", fb, 0, fb.Size())
-	}
-	for _, p := range pages {
-		readsZeros(t, "the next tenant's framebuffer", fb, int64(p)*int64(ps), int64(ps))
-	}
-	readsZeros(t, "the next tenant's guest RAM", next.RAM(), 0, next.RAM().Size())
-}
-
-// readsZeros fails t unless n bytes of r from off read as zero.
-func readsZeros(t testing.TB, what string, r *memory.Region, off, n int64) {
-	t.Helper()
-	buf := make([]byte, 1<<20)
-	for end := off + n; off < end; off += int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), end-off)]
-		_, err := r.ReadAt(b, off)
-		must(t, err)
-		if !memory.IsZero(b) {
-			t.Fatalf("%s: bytes from %d are not zero", what, off)
-		}
-	}
-}
-
-// smallPageHosts are Sparse hosts with 4 KiB framebuffer pages, which the
-// oracle dirties at a rate a slow link can follow.
-func smallPageHosts(t testing.TB) (*vgpu.Host, *vgpu.Host) {
-	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "src", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 1, RAMBytes: 4 * GiB})
-	must(t, err)
-	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 2, RAMBytes: 4 * GiB, Start: time.Hour})
-	must(t, err)
-	return src, dst
-}
+var (
+	must                 = migtest.Must
+	hostPair             = migtest.HostPair
+	tinyModel            = migtest.TinyModel()
+	inferenceVM          = migtest.InferenceVM
+	checkNothingAt       = migtest.CheckNothingAt
+	writeSecret          = migtest.WriteSecret
+	secretPagesIn        = migtest.SecretPagesIn
+	nextTenantReadsZeros = migtest.NextTenantReadsZeros
+	checkOneOwner        = migtest.CheckOneOwner
+	checkSettled         = migtest.CheckSettled
+)
 
 // faultWorld is a source running the counter oracle, a destination and a
-// third host, all in one Sim; the same arguments build the same world.
-// faultWorld is a source running the counter oracle, a destination and a
-// third host, as the simulated fault table builds it (there in one Sim).
+// third host: the simulated fault table's world.
 type faultWorld struct {
 	src, dst, third *vgpu.Host
 	vm              *vgpu.VM
@@ -213,169 +45,6 @@ type faultWorld struct {
 
 func newFaultWorld(t testing.TB, paused bool) *faultWorld {
 	t.Helper()
-	src, dst := smallPageHosts(t)
-	third, err := vgpu.NewHost(vgpu.HostConfig{Name: "third", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 3,
-		RAMBytes: 4 * GiB, Start: 2 * time.Hour})
-	must(t, err)
-	// 400 pages a second over 200 pages on a 100 Mb/s link: several
-	// pre-copy rounds, every page rewritten during the migration.
-	w := &counterWorkload{pagesPerSec: 400, pages: 200}
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "oracle", RAMBytes: 16 * MiB, RAMFootprintBytes: 2 * MiB, Profiles: []string{"P40-1Q"}, Workload: w})
-	must(t, err)
-	must(t, vm.Start())
-	must(t, src.Advance(time.Second))
-	if paused {
-		must(t, vm.Pause())
-	}
-	return &faultWorld{src: src, dst: dst, third: third, vm: vm, w: w}
-}
-
-// checkOneOwner is the invariant that a VM is never lost and never runs
-// twice: across hosts at most one copy runs and at least one copy lives
-// (created, running, paused or stopped; an incoming copy is not yet one).
-func checkOneOwner(t testing.TB, id string, hosts ...*vgpu.Host) {
-	t.Helper()
-	running, live := 0, 0
-	for _, h := range hosts {
-		vm, ok := h.VM(id)
-		if !ok {
-			continue
-		}
-		switch vm.State() {
-		case vgpu.VMRunning:
-			running++
-			live++
-		case vgpu.VMCreated, vgpu.VMPaused, vgpu.VMStopped:
-			live++
-		}
-	}
-	if running > 1 || live == 0 {
-		t.Fatalf("VM %q: %d running copies, %d live copies", id, running, live)
-	}
-}
-
-// checkSettled is the invariant once no migration of the VM is under way:
-// exactly one host holds it.
-func checkSettled(t testing.TB, id string, hosts ...*vgpu.Host) *vgpu.Host {
-	t.Helper()
-	var at []*vgpu.Host
-	for _, h := range hosts {
-		if _, ok := h.VM(id); ok {
-			at = append(at, h)
-		}
-	}
-	if len(at) != 1 {
-		t.Fatalf("VM %q is held by %d hosts", id, len(at))
-	}
-	return at[0]
-}
-
-const (
-	MiB = int64(1) << 20
-	GiB = int64(1) << 30
-)
-
-// counterWorkload is the memory oracle of QEMU's migration tests: it walks
-// its pages in order, incrementing a counter at the start of each, in
-// guest RAM (after the guest OS footprint) and in the first framebuffer in
-// lockstep. At any moment every page holds the same count but one step: the
-// pages before the cursor one more than the rest.
-type counterWorkload struct {
-	pagesPerSec int64
-	pages       int   // pages walked in each region
-	pos         int64 // writes done: pass pos/pages, cursor pos%pages
-	carry       int64 // page-nanoseconds not yet making a page
-	last        time.Duration
-	running     bool
-	paused      bool
-	throttle    float64
-	ramFirst    int
-}
-
-func (w *counterWorkload) Name() string { return "counter" }
-
-func (w *counterWorkload) Start(env *vgpu.Env) error {
-	ps := int64(env.RAM().PageSize())
-	w.ramFirst = int((env.RAMWorkloadBase() + ps - 1) / ps)
-	if w.ramFirst+w.pages > env.RAM().Pages() || w.pages > env.Framebuffer(0).Pages() {
-		return errors.New("counter: does not fit")
-	}
-	w.running, w.paused, w.last = true, false, env.Now()
-	return nil
-}
-
-func (w *counterWorkload) Pause(*vgpu.Env)          { w.paused = true }
-func (w *counterWorkload) Stop(*vgpu.Env)           { w.running = false }
-func (w *counterWorkload) NextEvent() time.Duration { return vgpu.NoEvent }
-func (w *counterWorkload) Fire(*vgpu.Env) error     { return nil }
-func (w *counterWorkload) Shift(d time.Duration)    { w.last += d }
-func (w *counterWorkload) Complete(*vgpu.Env, int, sched.Completion) error {
-	return nil
-}
-func (w *counterWorkload) SetThrottle(f float64) error { w.throttle = f; return nil }
-func (w *counterWorkload) Metrics(from, to time.Duration) vgpu.Metrics {
-	return vgpu.Metrics{Workload: "counter", From: from, To: to}
-}
-
-func (w *counterWorkload) Resume(env *vgpu.Env) error {
-	w.paused, w.last = false, env.Now()
-	return nil
-}
-
-func (w *counterWorkload) AdvanceTo(env *vgpu.Env, t time.Duration) error {
-	if !w.running || w.paused || t <= w.last {
-		w.last = max(w.last, t)
-		return nil
-	}
-	rate := int64(float64(w.pagesPerSec) * (1 - w.throttle))
-	num := int64(t-w.last)*rate + w.carry
-	w.last = t
-	n := num / int64(time.Second)
-	w.carry = num % int64(time.Second)
-	for range n {
-		j := int(w.pos % int64(w.pages))
-		if err := bump(env.RAM(), w.ramFirst+j); err != nil {
-			return err
-		}
-		if err := bump(env.Framebuffer(0), j); err != nil {
-			return err
-		}
-		w.pos++
-	}
-	return nil
-}
-
-func bump(r *memory.Region, page int) error {
-	var b [8]byte
-	off := int64(page) * int64(r.PageSize())
-	if _, err := r.ReadAt(b[:], off); err != nil {
-		return err
-	}
-	binary.LittleEndian.PutUint64(b[:], binary.LittleEndian.Uint64(b[:])+1)
-	_, err := r.WriteAt(b[:], off)
-	return err
-}
-
-// check verifies the oracle on the regions of vm: pass c+1 before the
-// cursor, c from it on.
-func (w *counterWorkload) check(t tb, vm *vgpu.VM) {
-	t.Helper()
-	c, k := uint64(w.pos/int64(w.pages)), int(w.pos%int64(w.pages))
-	for _, rg := range []struct {
-		r     *memory.Region
-		first int
-	}{{vm.RAM(), w.ramFirst}, {vm.Framebuffers()[0], 0}} {
-		var b [8]byte
-		for j := range w.pages {
-			_, err := rg.r.ReadAt(b[:], int64(rg.first+j)*int64(rg.r.PageSize()))
-			must(t, err)
-			want := c
-			if j < k {
-				want++
-			}
-			if got := binary.LittleEndian.Uint64(b[:]); got != want {
-				t.Fatalf("%s page %d holds %d, want %d (pass %d, cursor %d)", vm.Host().Name(), j, got, want, c, k)
-			}
-		}
-	}
+	o := migtest.NewOracleWorld(t, paused)
+	return &faultWorld{src: o.Src, dst: o.Dst, third: o.Third, vm: o.VM, w: o.W}
 }
