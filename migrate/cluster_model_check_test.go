@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 	"pgregory.net/rapid"
 )
@@ -46,7 +47,7 @@ func (cm *clusterModel) checkMemory(t *rapid.T, vm *clusterVM) {
 	case vm.w != nil && vm.w.Running():
 		vm.w.Check(t, v)
 	case vm.w == nil:
-		if d := cmp.Diff(vm.digests, clusterDigests(t, v)); d != "" {
+		if d := cmp.Diff(vm.digests, migtest.RegionDigests(t, v)); d != "" {
 			t.Fatalf("VM %s on host %d: memory changed (-created +now):\n%s", vm.id, vm.host, d)
 		}
 	}
@@ -258,17 +259,6 @@ func clusterFailure(mg *clusterMig, pe *PhaseError) string {
 // deleteString returns s without its elements equal to x, in order.
 func deleteString(s []string, x string) []string {
 	return slices.DeleteFunc(s, func(e string) bool { return e == x })
-}
-
-func clusterDigests(t *rapid.T, vm *vgpu.VM) []uint64 {
-	t.Helper()
-	var out []uint64
-	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		d, err := r.Digest()
-		must(t, err)
-		out = append(out, d)
-	}
-	return out
 }
 
 // clusterPhaseError returns the migration's *PhaseError, failing if it has

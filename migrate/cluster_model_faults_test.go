@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 	"pgregory.net/rapid"
 )
@@ -281,7 +282,7 @@ func (cm *clusterModel) ownerWrite(t *rapid.T) {
 	}
 	vm.written[clusterWord{ri, off}] = b
 	if vm.w == nil {
-		vm.digests = clusterDigests(t, v)
+		vm.digests = migtest.RegionDigests(t, v)
 	}
 	region, final := "framebuffer", PhaseFinalFramebuffer
 	if ri == 0 {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 	"pgregory.net/rapid"
 )
@@ -173,7 +174,7 @@ func (cm *clusterModel) create(t *rapid.T) {
 		t.Fatalf("%s placed on GPU %d, the model says %d", id, got, gpu)
 	}
 	cm.next++
-	vm := &clusterVM{id: id, host: host, gpu: gpu, profile: p, ramBytes: ram, digests: clusterDigests(t, v)}
+	vm := &clusterVM{id: id, host: host, gpu: gpu, profile: p, ramBytes: ram, digests: migtest.RegionDigests(t, v)}
 	cm.vms[id] = vm
 	cm.order = append(cm.order, id)
 	// Most VMs write from the start: a migration is only as hard as the

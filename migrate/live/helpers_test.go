@@ -12,7 +12,6 @@ import (
 
 	"github.com/vgpusim/vgpusim/migrate"
 
-	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -67,18 +66,6 @@ func liveMigrate(ctx context.Context, vm *vgpu.VM, dst *vgpu.Host, srcConns, dst
 	res.srcRep, res.srcErr = Send(ctx, vm, srcConns, scfg)
 	wg.Wait()
 	return res
-}
-
-// regionDigests returns the digests of vm's guest RAM and framebuffers.
-func regionDigests(t testing.TB, vm *vgpu.VM) []uint64 {
-	t.Helper()
-	var out []uint64
-	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		d, err := r.Digest()
-		must(t, err)
-		out = append(out, d)
-	}
-	return out
 }
 
 // holdsNothing fails t unless host holds no VM and every GPU's framebuffer

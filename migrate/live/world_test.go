@@ -33,6 +33,7 @@ var (
 	nextTenantReadsZeros = migtest.NextTenantReadsZeros
 	checkOneOwner        = migtest.CheckOneOwner
 	checkSettled         = migtest.CheckSettled
+	regionDigests        = migtest.RegionDigests
 )
 
 // faultWorld is a source running the counter oracle, a destination and a

@@ -391,12 +391,7 @@ func (w *Counter) Check(t TB, vm *vgpu.VM) {
 
 func ImageOf(t testing.TB, vm *vgpu.VM) SourceImage {
 	t.Helper()
-	var img SourceImage
-	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		d, err := r.Digest()
-		Must(t, err)
-		img.Digests = append(img.Digests, d)
-	}
+	img := SourceImage{Digests: RegionDigests(t, vm)}
 	var err error
 	img.States, err = vm.Snapshots()
 	Must(t, err)
@@ -415,4 +410,17 @@ func CounterVM(t testing.TB, h *vgpu.Host, w *Counter) *vgpu.VM {
 	Must(t, err)
 	Must(t, vm.Start())
 	return vm
+}
+
+// RegionDigests returns the content digests of vm's guest RAM and of each
+// framebuffer, in that order.
+func RegionDigests(t TB, vm *vgpu.VM) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
+		d, err := r.Digest()
+		Must(t, err)
+		out = append(out, d)
+	}
+	return out
 }
