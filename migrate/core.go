@@ -362,12 +362,8 @@ func (c *Core) emitAt(now time.Duration, e Event) {
 	c.history = append(c.history, e)
 }
 
-func (c *Core) lastAt() time.Duration {
-	if n := len(c.history); n > 0 {
-		return c.history[n-1].At
-	}
-	return c.rep.Start
-}
+// lastAt is the time of the last event; NewCore's is the first.
+func (c *Core) lastAt() time.Duration { return c.history[len(c.history)-1].At }
 
 func (c *Core) finish(now time.Duration, p Phase, kind EventKind, detail string) {
 	c.enter(now, p, kind, detail)

@@ -251,6 +251,10 @@ func TestCoreMisuse(t *testing.T) {
 		t.Fatalf("a round arriving in setup: %+v", a)
 	}
 	c = coreFixture(t, Policy{})
+	c.RoundQueued(5) // outside pre-copy: nothing to count
+	if len(c.Report().Rounds) != 0 || len(c.Events()) != 1 {
+		t.Fatal("a round queued in setup was counted")
+	}
 	c.Done(0)
 	if a := c.Done(1); a.Kind != DoRollBack || !errors.Is(a.Err, ErrConfig) {
 		t.Fatalf("Done in pre-copy: %+v", a)

@@ -49,8 +49,7 @@ func writerOptions(m *Migration) checkpoint.WriterOptions {
 	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes}
 	// The stream id names the migration: the caller's id, then the Sim's
 	// number for it, so that two migrations' streams differ.
-	binary.LittleEndian.PutUint64(o.StreamID[:8], m.cfg.StreamID)
-	binary.LittleEndian.PutUint64(o.StreamID[8:], uint64(m.id)+1)
+	o.StreamID = StreamID(m.cfg.StreamID, uint64(m.id)+1)
 	if m.cfg.EncryptionKey != nil {
 		o.Encryption, o.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
 	}
@@ -188,4 +187,15 @@ func (t *byteTransport) close() {
 	_ = t.w.Release()
 	_ = t.rd.Close()
 	t.wire = bytes.Buffer{}
+}
+
+// StreamID is a migration's stream id, the same rule in both modes: the
+// caller's id in the first half, and in the second the driver's number for
+// the migration (a Sim's count of its migrations, from 1), so that two
+// migrations' streams differ; zero where the driver has none.
+func StreamID(caller, migration uint64) [16]byte {
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[:8], caller)
+	binary.LittleEndian.PutUint64(id[8:], migration)
+	return id
 }

@@ -3,7 +3,6 @@ package live
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"time"
@@ -194,7 +193,7 @@ func (s *sender) setup() (time.Duration, error) {
 	}
 	s.bw = bufio.NewWriterSize(out, liveBufferBytes)
 	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes}
-	binary.LittleEndian.PutUint64(opts.StreamID[:8], s.cfg.StreamID)
+	opts.StreamID = migrate.StreamID(s.cfg.StreamID, 0)
 	if s.cfg.EncryptionKey != nil {
 		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, s.cfg.EncryptionKey
 	}
