@@ -297,8 +297,14 @@ func (c *Core) DevicesSaved(stateBytes int64) {
 // UpdateCosts replaces the stun's fixed costs and latency, for a driver
 // that measures them once the migration has begun (the live mode, in its
 // handshake). Later expected stuns count the new ones.
-func (c *Core) UpdateCosts(costs StunCosts, stunLatency time.Duration) {
-	c.cfg.Costs, c.cfg.StunLatency = costs, max(stunLatency, 0)
+// Negative costs or latency are refused with ErrConfig, as NewCore refuses
+// them.
+func (c *Core) UpdateCosts(costs StunCosts, stunLatency time.Duration) error {
+	if stunLatency < 0 || costs.Quiesce < 0 || costs.DeviceCheckpoint < 0 || costs.Resume < 0 || costs.CheckpointPathBytesPerSec < 0 {
+		return fmt.Errorf("%w: negative stun cost or latency", ErrConfig)
+	}
+	c.cfg.Costs, c.cfg.StunLatency = costs, stunLatency
+	return nil
 }
 
 // SetDestination names the destination in later events, for a driver
@@ -320,14 +326,17 @@ func (c *Core) Commit() { c.committed = true }
 //
 // From PhaseRelease on the destination has acknowledged the resume and the
 // VM is its own: nothing is rolled back. The cause is kept as a Notice and
-// the migration ends done.
+// the answer is DoRelease: the source must still let the VM go.
 func (c *Core) Fail(now time.Duration, cause error) Action {
 	if c.Ended() {
 		return Action{Kind: DoNothing, Err: c.err}
 	}
+	if cause == nil {
+		cause = fmt.Errorf("%w: a failure without a cause", ErrConfig)
+	}
 	if c.phase == PhaseRelease {
 		c.emitAt(now, Event{Kind: Notice, Round: -1, Detail: "after the acknowledgement: " + cause.Error()})
-		return c.Done(now)
+		return Action{Kind: DoRelease}
 	}
 	if c.committed {
 		cause = wrap(ErrInDoubt, cause)
@@ -362,8 +371,14 @@ func (c *Core) emitAt(now time.Duration, e Event) {
 	c.history = append(c.history, e)
 }
 
-// lastAt is the time of the last event; NewCore's is the first.
-func (c *Core) lastAt() time.Duration { return c.history[len(c.history)-1].At }
+// lastAt is the time of the last event, or of the start before any (a
+// Core not made by NewCore).
+func (c *Core) lastAt() time.Duration {
+	if n := len(c.history); n > 0 {
+		return c.history[n-1].At
+	}
+	return c.rep.Start
+}
 
 func (c *Core) finish(now time.Duration, p Phase, kind EventKind, detail string) {
 	c.enter(now, p, kind, detail)

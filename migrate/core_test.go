@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vgpusim/vgpusim/memory"
 )
 
 // coreFixture is a Core for a VM with one framebuffer, over a link of
@@ -303,8 +305,12 @@ func TestCoreEdges(t *testing.T) {
 	for c.Phase() != PhaseRelease {
 		c.Done(time.Second)
 	}
-	if a := c.Fail(2*time.Second, ErrConnection); a.Kind != DoNothing || c.Phase() != PhaseDone || c.Err() != nil {
+	// The VM is the destination's: the source must still let it go.
+	if a := c.Fail(2*time.Second, ErrConnection); a.Kind != DoRelease || c.Phase() != PhaseRelease || c.Err() != nil {
 		t.Fatalf("fail after the acknowledgement: %v, phase %v, %v", a.Kind, c.Phase(), c.Err())
+	}
+	if a := c.Done(3 * time.Second); a.Kind != DoNothing || c.Phase() != PhaseDone {
+		t.Fatalf("release after a failure after the acknowledgement: %v, phase %v", a.Kind, c.Phase())
 	}
 	ev := c.Events()
 	if ev[len(ev)-2].Kind != Notice || ev[len(ev)-1].Kind != Done {
@@ -312,5 +318,57 @@ func TestCoreEdges(t *testing.T) {
 	}
 	if ActionKind(99).String() != "ActionKind(99)" || DoPause.String() != "pause" || EventKind(99).String() != "EventKind(99)" {
 		t.Fatal("names")
+	}
+}
+
+// TestCoreNeverPanics: a Core or a Source that their constructors did not
+// make, a nil cause, negative costs and regions out of range give errors
+// or nothing, never a panic.
+func TestCoreNeverPanics(t *testing.T) {
+	var c Core
+	c.Notice("x")
+	c.Sent(5, Traffic{})
+	c.RoundQueued(1)
+	c.PagesQueued()
+	if a := c.Done(0); a.Kind != DoNothing {
+		t.Fatalf("zero Core: %v", a.Kind)
+	}
+	if a := c.Fail(0, nil); a.Kind != DoRollBack || !errors.Is(a.Err, ErrConfig) {
+		t.Fatalf("nil cause: %+v", a)
+	}
+	_ = c.Report()
+	if err := coreFixture(t, Policy{}).UpdateCosts(StunCosts{Quiesce: -1}, 0); !errors.Is(err, ErrConfig) {
+		t.Fatalf("negative cost: %v", err)
+	}
+	if _, err := NewSource(nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("nil VM: %v", err)
+	}
+	var s *Source
+	if s.Pause() == nil || s.SetThrottle(0) == nil || s.Check(PhaseSetup) == nil || s.DirtyBytes(-1) != 0 || s.Regions() != nil {
+		t.Fatal("a nil Source")
+	}
+	s.RollBack(false)
+	s.StartLogging()
+	s.StopLogging()
+	h, _ := hostPair(t, memory.Sparse, 1)
+	vm := inferenceVM(t, h, "vm", "P40-1Q", 64*MiB, 8*MiB, tinyModel, 1)
+	src, err := NewSource(vm)
+	must(t, err)
+	if src.DirtyBytes(-1) != 0 || src.SendRegions(-3, 99, false, nil, nil) == nil {
+		t.Fatal("out of range")
+	}
+}
+
+// TestEstimateSaturates: a Legacy estimate whose checkpoint path the
+// driver does not model (no PCIe rate, no path rate) counts the link
+// alone, and no sum of costs wraps into a negative stun.
+func TestEstimateSaturates(t *testing.T) {
+	in := stunInputs{mode: Legacy, usedFramebufferRaw: 1 << 30, wireNum: 1, wireDen: 1, bandwidthBps: 1 << 30}
+	if e := in.estimate(); e.CheckpointPath != time.Second || e.Total <= 0 {
+		t.Fatalf("unmodelled path: %+v", e)
+	}
+	in.bandwidthBps, in.costs.Resume = 0, time.Hour
+	if e := in.estimate(); e.Total != maxTime {
+		t.Fatalf("no bandwidth: total %v, want the largest", e.Total)
 	}
 }

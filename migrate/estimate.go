@@ -52,20 +52,23 @@ func (in stunInputs) estimate() StunEstimate {
 	if in.pcieBps > 0 {
 		stateOverPCIe = transferTime(in.deviceStateBytes, in.pcieBps)
 	}
-	e.Fixed = in.costs.Quiesce + time.Duration(in.devices)*in.costs.DeviceCheckpoint + 2*stateOverPCIe + in.costs.Resume
+	e.Fixed = addSat(addSat(in.costs.Quiesce, mulSat(in.devices, in.costs.DeviceCheckpoint)), addSat(mulSat(2, stateOverPCIe), in.costs.Resume))
 	wire := scaleBytes(in.dirtyRawBytes, in.wireNum, in.wireDen) + in.deviceStateBytes
-	e.dirtyWire = transferTime(wire, in.bandwidthBps) + in.latency
+	e.dirtyWire = addSat(transferTime(wire, in.bandwidthBps), in.latency)
 	e.Pages = e.dirtyWire
 	if in.mode == Legacy && in.usedFramebufferRaw > 0 {
 		pathBps := in.costs.CheckpointPathBytesPerSec
 		if pathBps == 0 {
 			pathBps = in.pcieBps
 		}
-		path := transferTime(in.usedFramebufferRaw, pathBps)
+		path := time.Duration(0) // a path the driver does not model: the link alone
+		if pathBps > 0 {
+			path = transferTime(in.usedFramebufferRaw, pathBps)
+		}
 		link := transferTime(scaleBytes(in.usedFramebufferRaw, in.wireNum, in.wireDen), in.bandwidthBps)
 		e.CheckpointPath = max(path, link)
 	}
-	e.Total = e.Fixed + e.Pages + e.CheckpointPath
+	e.Total = addSat(addSat(e.Fixed, e.Pages), e.CheckpointPath)
 	return e
 }
 
@@ -126,4 +129,22 @@ func EstimateStun(vm *vgpu.VM, link Link, mode Mode) (StunEstimate, error) {
 		return StunEstimate{}, err
 	}
 	return estimate(vm, cfg)
+}
+
+// addSat is a+b for non-negative durations, at most the largest duration:
+// a transfer at no rate takes forever, and forever plus a cost is still
+// forever, never a negative stun.
+func addSat(a, b time.Duration) time.Duration {
+	if a > maxTime-b {
+		return maxTime
+	}
+	return a + b
+}
+
+// mulSat is n×d for non-negative n and d, saturating like addSat.
+func mulSat(n int, d time.Duration) time.Duration {
+	if n > 0 && d > maxTime/time.Duration(n) {
+		return maxTime
+	}
+	return time.Duration(n) * d
 }

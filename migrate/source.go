@@ -14,8 +14,13 @@ import (
 // pause, the throttle, the checks that nobody changed it under the
 // migration, and the roll back that leaves it as it was. Guest RAM is
 // region 0 and framebuffer i region i+1, as the Core counts them. A Source
-// is not safe for concurrent use; a driver whose host another goroutine
-// advances (package live's Runner) holds the host's lock around each call.
+// is made by NewSource (the methods of any other do nothing, or fail with
+// ErrConfig) and is not safe for concurrent use. A driver whose host
+// another goroutine advances (package live's Runner) holds the host's lock
+// around the calls that change the VM — Pause, SetThrottle, Check,
+// RollBack, StartLogging, StopLogging; the page reads (SendRegions,
+// DirtyBytes, UsedFramebufferBytes) go through the memory package's own
+// synchronization while the workload writes, as pre-copy must.
 type Source struct {
 	vm   *vgpu.VM
 	regs []*memory.Region // guest RAM, then each framebuffer
@@ -29,6 +34,9 @@ type Source struct {
 // NewSource checks that vm can be live-migrated and notes what the
 // migration needs of it.
 func NewSource(vm *vgpu.VM) (*Source, error) {
+	if vm == nil {
+		return nil, fmt.Errorf("%w: nil VM", ErrConfig)
+	}
 	if err := vm.CheckMigratable(); err != nil {
 		return nil, wrap(ErrIncompatible, err)
 	}
@@ -45,18 +53,37 @@ func NewSource(vm *vgpu.VM) (*Source, error) {
 }
 
 // Regions returns the VM's regions: guest RAM, then each framebuffer.
-func (s *Source) Regions() []*memory.Region { return s.regs }
+func (s *Source) Regions() []*memory.Region {
+	if !s.ok() {
+		return nil
+	}
+	return s.regs
+}
+
+// ok reports a Source that NewSource made.
+func (s *Source) ok() bool { return s != nil && s.vm != nil }
+
+// errNoSource is the error of a Source that NewSource did not make.
+var errNoSource = fmt.Errorf("%w: a Source not made by NewSource", ErrConfig)
 
 // WasRunning reports whether the VM ran: when the migration started, and
 // after Pause, when the stun began. The destination resumes it if so.
-func (s *Source) WasRunning() bool { return s.wasRunning }
+func (s *Source) WasRunning() bool { return s.ok() && s.wasRunning }
 
 // PriorThrottle is the VM's own throttle, which the destination restores.
-func (s *Source) PriorThrottle() float64 { return s.priorThrottle }
+func (s *Source) PriorThrottle() float64 {
+	if !s.ok() {
+		return 0
+	}
+	return s.priorThrottle
+}
 
 // Metadata declares the VM's regions to a checkpoint stream: guest RAM as
 // region 0, then each framebuffer.
 func (s *Source) Metadata() checkpoint.Metadata {
+	if !s.ok() {
+		return checkpoint.Metadata{}
+	}
 	meta := checkpoint.Metadata{VMID: s.vm.ID(), GPUModel: s.vm.GPUModel()}
 	for _, p := range s.vm.Profiles() {
 		meta.Profiles = append(meta.Profiles, p.Name)
@@ -69,6 +96,9 @@ func (s *Source) Metadata() checkpoint.Metadata {
 
 // StartLogging turns the regions' dirty logs on.
 func (s *Source) StartLogging() {
+	if !s.ok() {
+		return
+	}
 	for _, r := range s.regs {
 		r.StartDirtyLog()
 	}
@@ -76,6 +106,9 @@ func (s *Source) StartLogging() {
 
 // StopLogging turns the regions' dirty logs off.
 func (s *Source) StopLogging() {
+	if !s.ok() {
+		return
+	}
 	for _, r := range s.regs {
 		r.StopDirtyLog()
 	}
@@ -86,7 +119,10 @@ func (s *Source) StopLogging() {
 // given the pages it collected, or, if all, nil for every page in use.
 // sent counts each region's traffic.
 func (s *Source) SendRegions(from, to int, all bool, send func(i int, set *memory.PageSet) (Traffic, error), sent func(i int, t Traffic)) error {
-	for i := from; i < min(to, len(s.regs)); i++ {
+	if !s.ok() || send == nil || sent == nil {
+		return errNoSource
+	}
+	for i := max(from, 0); i < min(to, len(s.regs)); i++ {
 		s.regs[i].CollectDirty(s.sets[i])
 		set := s.sets[i]
 		if all {
@@ -105,7 +141,10 @@ func (s *Source) SendRegions(from, to int, all bool, send func(i int, set *memor
 // regions.
 func (s *Source) DirtyBytes(n int) int64 {
 	b := int64(0)
-	for _, r := range s.regs[:min(n, len(s.regs))] {
+	if !s.ok() {
+		return 0
+	}
+	for _, r := range s.regs[:max(min(n, len(s.regs)), 0)] {
 		b += int64(r.DirtyCount()) * int64(r.PageSize())
 	}
 	return b
@@ -115,6 +154,9 @@ func (s *Source) DirtyBytes(n int) int64 {
 // moves whole.
 func (s *Source) UsedFramebufferBytes() int64 {
 	n := int64(0)
+	if !s.ok() {
+		return 0
+	}
 	for _, r := range s.regs[1:] {
 		n += usedBytes(r)
 	}
@@ -124,6 +166,9 @@ func (s *Source) UsedFramebufferBytes() int64 {
 // Pause stops the VM for the stun. The destination resumes the VM as the
 // stun finds it: paused, if its owner paused it during pre-copy.
 func (s *Source) Pause() error {
+	if !s.ok() {
+		return errNoSource
+	}
 	s.wasRunning = s.vm.State() == vgpu.VMRunning
 	if !s.wasRunning {
 		return nil
@@ -137,6 +182,9 @@ func (s *Source) Pause() error {
 
 // SetThrottle applies the migration's cut, never less than the VM's own.
 func (s *Source) SetThrottle(f float64) error {
+	if !s.ok() {
+		return errNoSource
+	}
 	return wrap0(ErrSource, s.vm.SetThrottle(max(f, s.priorThrottle)))
 }
 
@@ -146,6 +194,9 @@ func (s *Source) SetThrottle(f float64) error {
 // since its final pages left (a resume and pause between two steps, or a
 // write by its owner).
 func (s *Source) Check(done Phase) error {
+	if !s.ok() {
+		return errNoSource
+	}
 	st := s.vm.State()
 	switch {
 	case st != vgpu.VMRunning && st != vgpu.VMPaused:
@@ -179,6 +230,9 @@ func writtenInStun(regs []*memory.Region) error {
 // unless the outcome is in doubt, when it stays paused so that there are
 // never two running copies.
 func (s *Source) RollBack(inDoubt bool) {
+	if !s.ok() {
+		return
+	}
 	s.StopLogging()
 	st := s.vm.State()
 	if st != vgpu.VMRunning && st != vgpu.VMPaused {

@@ -91,9 +91,20 @@ func (s *sender) run() (*migrate.Report, error) {
 	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, clock: s.cfg.Clock, start: s.start, vm: s.vm.ID()}
 	stop := context.AfterFunc(s.ctx, s.conns.closeAll)
 	defer stop()
-	var stateBytes int64
-	var snapshot time.Duration
+	// What the migration needs of the VM, read under the host's lock: the
+	// VM's own run state, throttle and regions; its devices' state size
+	// and how long it took to take (the live mode's measured device
+	// cost); what the hello declares.
+	var (
+		stateBytes   int64
+		snapshot     time.Duration
+		fbs, devices int
+		spec         vgpu.IncomingSpec
+		sourceName   string
+		meta         checkpoint.Metadata
+	)
 	inspectErr := s.locked(func() error {
+		fbs, devices, sourceName = len(s.vm.Framebuffers()), len(s.vm.VGPUs()), s.vm.Host().Name()
 		var err error
 		if s.src, err = migrate.NewSource(s.vm); err != nil {
 			return err
@@ -101,10 +112,11 @@ func (s *sender) run() (*migrate.Report, error) {
 		t0 := s.cfg.Clock.Now()
 		stateBytes, err = migrate.DeviceStateBytes(s.vm)
 		snapshot = s.cfg.Clock.Now().Sub(t0)
+		spec, meta = s.vm.IncomingSpec(), s.src.Metadata()
 		return err
 	})
-	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: len(s.vm.Framebuffers()),
-		Devices: len(s.vm.VGPUs()), DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
+	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: fbs,
+		Devices: devices, DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +125,12 @@ func (s *sender) run() (*migrate.Report, error) {
 	var a migrate.Action
 	if inspectErr != nil {
 		a = core.Fail(s.now(), inspectErr)
-	} else if rtt, err := s.setup(); err != nil {
+	} else if rtt, err := s.setup(spec, sourceName, meta); err != nil {
 		a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
+	} else if err := core.UpdateCosts(liveStunCosts(snapshot, devices), 2*rtt); err != nil {
+		a = core.Fail(s.now(), err)
 	} else {
 		core.SetDestination(s.destination)
-		core.UpdateCosts(liveStunCosts(snapshot, len(s.vm.VGPUs())), 2*rtt)
 		a = core.Done(s.now())
 	}
 	for {
@@ -128,9 +141,11 @@ func (s *sender) run() (*migrate.Report, error) {
 		case migrate.DoNothing:
 			return s.report(), nil
 		}
-		if err := s.ctx.Err(); err != nil {
+		if err := s.ctx.Err(); err != nil && core.Phase() < migrate.PhaseRelease {
 			// Canceled between two steps: the migration fails in the
-			// phase it was in, as a simulated one's Cancel does.
+			// phase it was in, as a simulated one's Cancel does. From
+			// the acknowledgement on the VM is the destination's, and
+			// the source still lets it go.
 			a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
 			continue
 		}
@@ -166,13 +181,13 @@ func (s *sender) publish() {
 	}
 }
 
-// setup shakes hands, opens the stream and starts dirty logging. It
-// returns the handshake's round trip.
-func (s *sender) setup() (time.Duration, error) {
+// setup shakes hands with the hello of spec, opens the stream that meta
+// declares and starts dirty logging. It returns the handshake's round trip.
+func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Metadata) (time.Duration, error) {
 	c0 := s.conns[0]
 	s.ctl = bufio.NewReaderSize(c0, 4<<10)
 	h := hello{Connections: len(s.conns), Encrypted: s.cfg.EncryptionKey != nil, BatchBytes: s.cfg.Engine.BatchBytes,
-		Spec: s.vm.IncomingSpec(), Source: s.vm.Host().Name(), Mode: uint8(s.cfg.Mode)}
+		Spec: spec, Source: source, Mode: uint8(s.cfg.Mode)}
 	t0 := s.cfg.Clock.Now()
 	if err := writePreamble(c0); err != nil {
 		return 0, err
@@ -198,7 +213,7 @@ func (s *sender) setup() (time.Duration, error) {
 		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, s.cfg.EncryptionKey
 	}
 	var err error
-	if s.cw, err = checkpoint.NewWriter(s.bw, s.src.Metadata(), opts); err != nil {
+	if s.cw, err = checkpoint.NewWriter(s.bw, meta, opts); err != nil {
 		return 0, wrap(migrate.ErrConfig, err)
 	}
 	s.sink = progressSink{w: s.cw, s: s}

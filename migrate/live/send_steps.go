@@ -67,6 +67,10 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 		if err := readMsg(s.ctl, msgResumed, nil); err != nil {
 			return a, err
 		}
+		// The destination runs the VM: nothing the source does now can
+		// change where it runs, so no check stands between this and
+		// the release.
+		return s.core.Done(s.now()), nil
 	case migrate.DoRelease:
 		err := s.locked(func() error {
 			s.src.StopLogging()
@@ -114,14 +118,13 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 	if err := s.check(); err != nil {
 		return a, err
 	}
-	var dirty, used int64
-	s.locked(func() error {
-		dirty = s.src.DirtyBytes(a.Regions)
-		if s.cfg.Mode == migrate.Legacy {
-			used = s.src.UsedFramebufferBytes()
-		}
-		return nil
-	})
+	// The dirty counts and page states are the memory package's own
+	// synchronized reads: the host runs on meanwhile, as it did while
+	// the round was copied.
+	dirty, used := s.src.DirtyBytes(a.Regions), int64(0)
+	if s.cfg.Mode == migrate.Legacy {
+		used = s.src.UsedFramebufferBytes()
+	}
 	return s.core.RoundArrived(s.now(), dirty, used), nil
 }
 
