@@ -48,15 +48,15 @@
 // the Abort policy — ends both sides: each closes the connections, so the
 // other learns at once; the source's VM is as it was, running if it ran
 // and paused if it was, its memory untouched; the destination holds
-// nothing of it. Both return a *PhaseError whose sentinel says what failed
-// (ErrRefused beside the destination's reason, ErrConnection, ErrStream,
-// ErrCanceled, ...). A source that wrote commit and then lost the
+// nothing of it. Both return a *migrate.PhaseError whose sentinel says what failed
+// (migrate.ErrRefused beside the destination's reason, migrate.ErrConnection, migrate.ErrStream,
+// migrate.ErrCanceled, ...). A source that wrote commit and then lost the
 // connection before "resumed" cannot know where the VM runs: it keeps its
-// copy paused and unchanged and returns ErrInDoubt, so that there are
+// copy paused and unchanged and returns migrate.ErrInDoubt, so that there are
 // never two running copies.
 //
-// Each side keeps its own Report on its own clock; the destination's
-// holds what it can see and what the hello declared (see Report), and the
+// Each side keeps its own migrate.Report on its own clock; the destination's
+// holds what it can see and what the hello declared (see migrate.Report), and the
 // digests it hashed from its own regions. Events, if SendConfig.Progress
 // or ReceiveConfig.Progress is set, reach the callback on Send's or
 // Receive's goroutine: at the source the Core's events (the same kinds, in
