@@ -12,23 +12,30 @@ func (s PageState) InUse() bool { return s.Gen != 0 || s.Class != ClassZero }
 // read (a window whose parent was unmapped).
 func (r *Region) UsedPages(dst *PageSet) error {
 	dst.Reset(r.Pages())
+	return r.eachUsed(func(p int) { dst.Add(p) })
+}
+
+// UsedBytes is the size of r's pages in use. It counts them without
+// building a set: a Legacy migration asks it of every framebuffer after
+// each round.
+func (r *Region) UsedBytes() (int64, error) {
+	n := int64(0)
+	if err := r.eachUsed(func(int) { n++ }); err != nil {
+		return 0, err
+	}
+	return n * int64(r.PageSize()), nil
+}
+
+// eachUsed calls f with each page of r in use, in order.
+func (r *Region) eachUsed(f func(p int)) error {
 	for p := range r.Pages() {
 		st, err := r.PageState(p)
 		if err != nil {
 			return err
 		}
 		if st.InUse() {
-			dst.Add(p)
+			f(p)
 		}
 	}
 	return nil
-}
-
-// UsedBytes is the size of r's pages in use.
-func (r *Region) UsedBytes() (int64, error) {
-	var set PageSet
-	if err := r.UsedPages(&set); err != nil {
-		return 0, err
-	}
-	return int64(set.Len()) * int64(r.PageSize()), nil
 }

@@ -80,8 +80,9 @@ type CoreConfig struct {
 type ActionKind uint8
 
 const (
-	// DoCopyRound: send pre-copy round Action.Round — regions 0 to
-	// Action.Regions-1, every page in use if Action.AllInUse, else the
+	// DoCopyRound: send pre-copy round Action.Round — regions
+	// Action.First to Action.Regions-1, every page in use if
+	// Action.AllInUse, else the
 	// pages each dirty log collected — after cutting the workload to
 	// Action.Throttle if Action.SetThrottle; report each region's traffic
 	// with Sent, the round's wire bytes with RoundQueued, and its arrival
@@ -94,9 +95,11 @@ const (
 	// DoSaveDevices: save the vGPUs' states; report their size with
 	// DevicesSaved.
 	DoSaveDevices
-	// DoSendFinalRAM: send guest RAM's dirty pages (Sent, PagesQueued).
+	// DoSendFinalRAM: send guest RAM's dirty pages, regions Action.First
+	// to Action.Regions-1 (Sent, PagesQueued).
 	DoSendFinalRAM
-	// DoSendFinalFramebuffers: send each framebuffer's dirty pages, or,
+	// DoSendFinalFramebuffers: send each framebuffer's dirty pages
+	// (regions Action.First to Action.Regions-1), or,
 	// if Action.AllInUse (Legacy), every page in use (Sent, PagesQueued).
 	DoSendFinalFramebuffers
 	// DoSendDeviceStates: send the device states and end the stream.
@@ -134,8 +137,9 @@ type Action struct {
 	Kind ActionKind
 	// Round is the pre-copy round to send, for DoCopyRound.
 	Round int
-	// Regions is how many regions, guest RAM first, a DoCopyRound sends.
-	Regions int
+	// First and Regions bound the regions a step that sends pages sends:
+	// First up to Regions-1, guest RAM being region 0.
+	First, Regions int
 	// AllInUse sends every page in use rather than the dirty log's
 	// (which is collected all the same, so that later writes are seen).
 	AllInUse bool
@@ -217,10 +221,10 @@ func (c *Core) Done(now time.Duration) Action {
 		return Action{Kind: DoSaveDevices}
 	case PhaseDeviceSave:
 		c.enter(now, PhaseFinalRAM, PhaseStarted, "")
-		return Action{Kind: DoSendFinalRAM}
+		return Action{Kind: DoSendFinalRAM, First: 0, Regions: 1}
 	case PhaseFinalRAM:
 		c.enter(now, PhaseFinalFramebuffer, PhaseStarted, "")
-		return Action{Kind: DoSendFinalFramebuffers, Regions: c.cfg.Framebuffers + 1, AllInUse: c.cfg.Policy.Mode == Legacy}
+		return Action{Kind: DoSendFinalFramebuffers, First: 1, Regions: c.cfg.Framebuffers + 1, AllInUse: c.cfg.Policy.Mode == Legacy}
 	case PhaseFinalFramebuffer:
 		c.enter(now, PhaseDeviceState, PhaseStarted, fmt.Sprintf("sending %d bytes of device state", c.rep.DeviceStateBytes))
 		return Action{Kind: DoSendDeviceStates}

@@ -123,7 +123,7 @@ func (m *Migration) execute(a Action) error {
 				return err
 			}
 		}
-		if err := m.src.SendRegions(0, a.Regions, a.AllInUse, m.xfer.send, m.core.Sent); err != nil {
+		if err := m.src.SendRegions(a.First, a.Regions, a.AllInUse, m.xfer.send, m.core.Sent); err != nil {
 			return err
 		}
 		if err := m.xfer.endRound(); err != nil {
@@ -141,31 +141,21 @@ func (m *Migration) execute(a Action) error {
 		}
 		m.setTimer(now + m.cfg.Costs.Quiesce)
 	case DoSaveDevices:
-		states, err := m.vm.SaveDeviceStates()
+		states, n, err := m.src.SaveDevices()
 		if err != nil {
-			return wrap(ErrSource, err)
-		}
-		m.states = states
-		n := int64(0)
-		for _, s := range states {
-			n += int64(len(s))
-		}
-		m.core.DevicesSaved(n)
-		m.setTimer(now + m.pcieTime(n))
-	case DoSendFinalRAM:
-		if err := m.src.SendRegions(0, 1, false, m.xfer.send, m.core.Sent); err != nil {
 			return err
 		}
-		m.core.PagesQueued()
-		m.transfer(0)
-	case DoSendFinalFramebuffers:
+		m.states = states
+		m.core.DevicesSaved(n)
+		m.setTimer(now + m.pcieTime(n))
+	case DoSendFinalRAM, DoSendFinalFramebuffers:
 		var sum Traffic
 		sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.Add(t) }
-		if err := m.src.SendRegions(1, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
+		if err := m.src.SendRegions(a.First, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
 			return err
 		}
 		capBps := int64(0)
-		if m.cfg.Mode == Legacy && sum.RawBytes > 0 {
+		if a.Kind == DoSendFinalFramebuffers && m.cfg.Mode == Legacy && sum.RawBytes > 0 {
 			// 6.7 U1 moved the framebuffer through the device checkpoint
 			// path, whose raw rate, not the link, set the pace.
 			capBps = max(1, scaleBytes(m.checkpointPathRate(), sum.WireBytes, sum.RawBytes))

@@ -17,7 +17,7 @@ import (
 // is made by NewSource (the methods of any other do nothing, or fail with
 // ErrConfig) and is not safe for concurrent use. A driver whose host
 // another goroutine advances (package live's Runner) holds the host's lock
-// around the calls that change the VM — Pause, SetThrottle, Check,
+// around the calls that change the VM — Pause, SaveDevices, SetThrottle, Check,
 // RollBack, StartLogging, StopLogging; the page reads (SendRegions,
 // DirtyBytes, UsedFramebufferBytes) go through the memory package's own
 // synchronization while the workload writes, as pre-copy must.
@@ -161,6 +161,23 @@ func (s *Source) UsedFramebufferBytes() int64 {
 		n += usedBytes(r)
 	}
 	return n
+}
+
+// SaveDevices saves the VM's vGPU states for the stun and returns them
+// with their size in bytes.
+func (s *Source) SaveDevices() ([][]byte, int64, error) {
+	if !s.ok() {
+		return nil, 0, errNoSource
+	}
+	states, err := s.vm.SaveDeviceStates()
+	if err != nil {
+		return nil, 0, wrap(ErrSource, err)
+	}
+	n := int64(0)
+	for _, st := range states {
+		n += int64(len(st))
+	}
+	return states, n, nil
 }
 
 // Pause stops the VM for the stun. The destination resumes the VM as the

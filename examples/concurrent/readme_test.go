@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/vgpusim/vgpusim/examples/internal/readmecheck"
@@ -12,9 +11,5 @@ func TestREADME(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the default run under the race detector takes minutes")
 	}
-	var out, errs bytes.Buffer
-	if code := run(nil, &out, &errs); code != 0 {
-		t.Fatalf("exit %d: %s", code, errs.String())
-	}
-	readmecheck.Check(t, "concurrent", out.String())
+	readmecheck.CheckRun(t, "concurrent", run)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/vgpusim/vgpusim/examples/internal/readmecheck"
@@ -9,9 +8,5 @@ import (
 
 // The README's output block is what the program prints with default flags.
 func TestREADME(t *testing.T) {
-	var out, errs bytes.Buffer
-	if code := run(nil, &out, &errs); code != 0 {
-		t.Fatalf("exit %d: %s", code, errs.String())
-	}
-	readmecheck.Check(t, "schedpolicy", out.String())
+	readmecheck.CheckRun(t, "schedpolicy", run)
 }

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // Clock tells the live mode the time. The wall clock is the default;

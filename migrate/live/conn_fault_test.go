@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

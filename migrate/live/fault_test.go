@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

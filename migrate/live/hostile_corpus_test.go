@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/cespare/xxhash/v2"
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

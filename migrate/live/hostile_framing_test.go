@@ -5,9 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // The framing mutations: one bit flipped at a representative offset of

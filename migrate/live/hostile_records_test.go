@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // The record mutations: records dropped, duplicated, swapped and replayed

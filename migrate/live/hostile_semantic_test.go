@@ -5,9 +5,8 @@ import (
 	"encoding/binary"
 	"slices"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // The semantic mutations: a field inside a control message or a record

@@ -5,10 +5,9 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/klauspost/compress/zstd"
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // zstd bombs: frames of a few tens of KiB that expand to a GiB, written

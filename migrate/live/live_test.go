@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 

@@ -3,9 +3,8 @@ package live
 import (
 	"time"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // recvTally is the destination's account of a live migration, kept as the

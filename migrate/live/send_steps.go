@@ -5,9 +5,8 @@ import (
 	"io"
 	"net"
 
-	"github.com/vgpusim/vgpusim/migrate"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -23,26 +22,17 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 			return a, err
 		}
 	case migrate.DoSaveDevices:
-		err := s.locked(func() error {
-			var err error
-			s.states, err = s.vm.SaveDeviceStates()
-			return wrap0(migrate.ErrSource, err)
+		var n int64
+		err := s.locked(func() (err error) {
+			s.states, n, err = s.src.SaveDevices()
+			return err
 		})
 		if err != nil {
 			return a, err
 		}
-		n := int64(0)
-		for _, st := range s.states {
-			n += int64(len(st))
-		}
 		s.core.DevicesSaved(n)
-	case migrate.DoSendFinalRAM:
-		if err := s.src.SendRegions(0, 1, false, s.copyRegion, s.core.Sent); err != nil {
-			return a, err
-		}
-		s.core.PagesQueued()
-	case migrate.DoSendFinalFramebuffers:
-		if err := s.src.SendRegions(1, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
+	case migrate.DoSendFinalRAM, migrate.DoSendFinalFramebuffers:
+		if err := s.src.SendRegions(a.First, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
 			return a, err
 		}
 		s.core.PagesQueued()
@@ -105,7 +95,7 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 		}
 	}
 	before := s.cw.Offset()
-	if err := s.src.SendRegions(0, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
+	if err := s.src.SendRegions(a.First, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
 		return a, err
 	}
 	if _, err := s.cw.EndRound(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/vgpusim/vgpusim/migrate"
-
 	"pgregory.net/rapid"
 )
 

@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,17 @@ func Check(t testing.TB, name, output string) {
 	if err := Match(Block(t, README(t), name), output); err != nil {
 		t.Errorf("README.md's output block for %s is not what it prints (go run ./examples/%s): %v", name, name, err)
 	}
+}
+
+// CheckRun runs an example's run function with default flags, as
+// `go run ./examples/NAME` does, and checks its output with Check.
+func CheckRun(t testing.TB, name string, run func(args []string, stdout, stderr io.Writer) int) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if code := run(nil, &out, &errs); code != 0 {
+		t.Fatalf("%s exited %d: %s", name, code, errs.String())
+	}
+	Check(t, name, out.String())
 }
 
 // Match reports whether block shows output: nil if so, else an error
