@@ -18,7 +18,7 @@ import (
 )
 
 // FuzzMigrationStream's input is one flags byte and then everything a
-// source sends on the one connection of a live migration: the preamble,
+// source sends on the one connection of a live migration: the offer,
 // the hello, the checkpoint stream and the commit. The flags byte chooses
 // the destination's encryption key, so that a recorded encrypted migration
 // replays whole and its mutants reach the records behind the seal.
@@ -56,11 +56,26 @@ func streamReceiveConfig(flags byte) live.ReceiveConfig {
 		},
 		DigestWorkers: 1,
 		Timeout:       time.Second,
+		Rand:          streamRand(0xd5),
 	}
 	if flags&streamFlagEncrypted != 0 {
 		cfg.EncryptionKey = streamKeys[(flags&streamFlagOtherKey)>>1]
 	}
 	return cfg
+}
+
+// streamRand is a Rand that draws its byte, always. Both ends of every
+// recording and every replay draw fixed nonces, and every destination is
+// named "stream-dst", so that a recorded migration replays: the tags of a
+// migration cover both nonces and the destination's accept, and with
+// random nonces (the default) nothing recorded passes the handshake.
+type streamRand byte
+
+func (r streamRand) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
 }
 
 // streamScript is a connection whose peer is a script: reads come from the
@@ -72,7 +87,7 @@ func (c streamScript) Write(p []byte) (int, error) { return len(p), nil }
 
 // streamSentinels are the errors a destination's failure may wrap.
 var streamSentinels = []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible,
-	migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused}
+	migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication}
 
 var streamHost seedSharedHost
 
@@ -162,19 +177,19 @@ var streamKeyCases = []struct {
 	{"encryption mode flipped", func(own byte) byte { return own ^ streamFlagEncrypted },
 		[2]error{migrate.ErrConfig, migrate.ErrConfig}, [2]migrate.Phase{migrate.PhaseSetup, migrate.PhaseSetup}},
 	{"the other key", func(own byte) byte { return own | streamFlagEncrypted | streamFlagOtherKey },
-		[2]error{migrate.ErrConfig, migrate.ErrStream}, [2]migrate.Phase{migrate.PhaseSetup, migrate.PhasePreCopy}},
+		[2]error{migrate.ErrConfig, migrate.ErrAuthentication}, [2]migrate.Phase{migrate.PhaseSetup, migrate.PhaseSetup}},
 }
 
 // TestMigrationStreamSeeds checks FuzzMigrationStream's seeds: every
 // recording, replayed to a fresh destination with the key it was sealed
 // with, ends with the VM running. A small one, replayed with the
-// encryption mode flipped or the other key, fails typed, in the handshake
-// (a mode the destination does not allow) or at the first record (a seal
-// that does not open); and its committed corpus file must hold what the
+// encryption mode flipped or the other key, fails typed in the handshake:
+// a mode the destination does not allow, or a hello whose tag is not the
+// destination's key's; and its committed corpus file must hold what the
 // recorder makes now (-update-seeds rewrites it). A quick run checks
 // streamQuickVariants only.
 func TestMigrationStreamSeeds(t *testing.T) {
-	host, err := seedStreamHost("stream-replay", 3)
+	host, err := seedStreamHost("stream-dst", 3)
 	seedMust(t, err)
 	for _, s := range streamSeeds(t) {
 		own, sent := s.input[0], s.input[1:]
@@ -294,7 +309,7 @@ func streamRecord(v streamVariant) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst, err := seedStreamHost("stream-rec", 2)
+	dst, err := seedStreamHost("stream-dst", 2)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +334,7 @@ func streamRecord(v streamVariant) ([]byte, error) {
 		io.Reader
 		io.Writer
 	}{io.TeeReader(dc, &read), dc}
-	scfg := live.SendConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes}, StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second}
+	scfg := live.SendConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: streamBatchBytes}, StreamID: 7, DigestWorkers: 1, Timeout: 10 * time.Second, Rand: streamRand(0x5c)}
 	rcfg := streamReceiveConfig(0)
 	rcfg.Timeout = scfg.Timeout
 	if v.encrypted {

@@ -31,7 +31,7 @@ type Core struct {
 	round      int
 	cur        Round // the round being sent
 	throttle   float64
-	committed  bool
+	handover   Handover // the source's commit rule
 
 	rep     Report
 	history []Event
@@ -235,6 +235,9 @@ func (c *Core) Done(now time.Duration) Action {
 		c.enter(now, PhaseResume, PhaseStarted, "starting the VM at the destination")
 		return Action{Kind: DoResume}
 	case PhaseResume:
+		// The destination acknowledged. A simulated migration has no
+		// commit message: its resume and acknowledgement are one step.
+		c.handover.holder = HeldByDestination
 		c.enter(now, PhaseRelease, PhaseStarted, "destination acknowledged the resume; releasing the source")
 		return Action{Kind: DoRelease}
 	case PhaseRelease:
@@ -321,8 +324,12 @@ func (c *Core) SetDestination(name string) { c.cfg.Destination = name }
 func (c *Core) Notice(detail string) { c.emit(Event{Kind: Notice, Round: -1, Detail: detail}) }
 
 // Commit records that the source told the destination to resume the VM:
-// a failure from here on leaves the outcome in doubt.
-func (c *Core) Commit() { c.committed = true }
+// a failure from here on leaves the outcome in doubt (see Handover). A
+// second Commit does nothing.
+func (c *Core) Commit() { _ = c.handover.CommitSent() }
+
+// Holder says who may run the VM, as the source knows it.
+func (c *Core) Holder() Holder { return c.handover.Holder() }
 
 // Fail ends the migration at now because of cause, unless it has ended,
 // and returns DoRollBack with a *PhaseError naming the phase it failed in.
@@ -338,16 +345,17 @@ func (c *Core) Fail(now time.Duration, cause error) Action {
 	if cause == nil {
 		cause = fmt.Errorf("%w: a failure without a cause", ErrConfig)
 	}
-	if c.phase == PhaseRelease {
+	fate := c.handover.OnFailure()
+	if fate == Release {
 		c.emitAt(now, Event{Kind: Notice, Round: -1, Detail: "after the acknowledgement: " + cause.Error()})
 		return Action{Kind: DoRelease}
 	}
-	if c.committed {
+	if fate == KeepPaused {
 		cause = wrap(ErrInDoubt, cause)
 	}
 	c.err = &PhaseError{VM: c.cfg.VM, Phase: c.phase, Err: cause}
 	c.finish(now, PhaseFailed, Failed, c.err.Error())
-	return Action{Kind: DoRollBack, Err: c.err, InDoubt: c.committed}
+	return Action{Kind: DoRollBack, Err: c.err, InDoubt: fate == KeepPaused}
 }
 
 // enter moves to phase p at now, adding the phase it leaves to the stun if

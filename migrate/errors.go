@@ -47,6 +47,12 @@ var (
 	// it; a simulated one at any point before it acknowledged the resume,
 	// by FaultRefused.
 	ErrRefused = errors.New("migrate: destination refused")
+	// ErrAuthentication reports a live migration's peer or message that
+	// failed authentication: a peer without the migration key, a control
+	// message forged, altered, replayed from another migration or out of
+	// its place, or a connection that is not this migration's. Without a
+	// key it reports a message corrupted on the way.
+	ErrAuthentication = errors.New("migrate: authentication failed")
 	// ErrInDoubt reports a live migration whose source told the
 	// destination to resume and then lost the connection before the
 	// destination acknowledged: the VM may run there. The source keeps

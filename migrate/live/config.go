@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -42,10 +43,15 @@ type SendConfig struct {
 	// stream's end-to-end digests, while the VM is stopped; zero means
 	// GOMAXPROCS.
 	DigestWorkers int
-	// StreamID identifies the stream; EncryptionKey, if set
-	// (checkpoint.KeySize bytes), encrypts it, and the destination must
-	// hold the same key.
-	StreamID      uint64
+	// StreamID is the caller's half of the stream's id; the other half
+	// is drawn afresh for every migration.
+	StreamID uint64
+	// EncryptionKey, if set (checkpoint.KeySize bytes), is the migration
+	// key the destination must hold too: every control message is then
+	// authenticated and the stream encrypted, under keys derived for
+	// this migration alone (see SECURITY.md). Without a key the migration
+	// is safe on a trusted network only: an attacker on the wire can read
+	// the VM's memory and change what the destination does with it.
 	EncryptionKey []byte
 
 	// Timeout bounds every wait on a connection; zero means
@@ -53,6 +59,14 @@ type SendConfig struct {
 	// where they have them (net.Conn does); otherwise only the context
 	// bounds a stalled peer.
 	Timeout time.Duration
+	// HandshakeTimeout bounds the whole handshake, from the first byte to
+	// the destination's accept; zero means Timeout.
+	HandshakeTimeout time.Duration
+	// MinBytesPerSec is the slowest the migration may move its bytes
+	// over the time it waits on its peer, after a first Timeout of
+	// grace; zero means DefaultMinBytesPerSec and a negative value no
+	// minimum. Deadlines enforce it, as they do Timeout.
+	MinBytesPerSec int64
 	// Lock, if set, guards the source VM's host: Send holds it while it
 	// touches the VM (pause, device save, throttle, release), and whoever
 	// runs the VM — a Runner — holds it while it advances the host.
@@ -65,7 +79,17 @@ type SendConfig struct {
 	// Clock, if set, is the clock the migration's times and rates are
 	// measured on; nil means the wall clock.
 	Clock Clock
+	// Rand, if set, is where this end draws its nonce for the
+	// migration, as crypto/tls's Config.Rand; nil means crypto/rand.
+	// Every migration must draw a fresh one: a fixed Rand makes a
+	// recorded migration replayable, which only a test wants.
+	Rand io.Reader
 }
+
+// DefaultMinBytesPerSec is the default minimum rate of a live migration,
+// far below any link that migrates a VM and far above a peer that holds a
+// host's resources by sending a byte now and then.
+const DefaultMinBytesPerSec = 64 << 10
 
 func (c SendConfig) withDefaults() (SendConfig, error) {
 	var err error
@@ -86,9 +110,10 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 		return c, fmt.Errorf("%w: batch of %d bytes outside [4 KiB, 64 MiB]", migrate.ErrConfig, c.Engine.BatchBytes)
 	case c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize:
 		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", migrate.ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
-	case c.Timeout < 0 || c.DigestWorkers < 0:
-		return c, fmt.Errorf("%w: negative timeout %v or digest workers %d", migrate.ErrConfig, c.Timeout, c.DigestWorkers)
+	case c.Timeout < 0 || c.HandshakeTimeout < 0 || c.DigestWorkers < 0:
+		return c, fmt.Errorf("%w: negative timeout %v, handshake timeout %v or digest workers %d", migrate.ErrConfig, c.Timeout, c.HandshakeTimeout, c.DigestWorkers)
 	}
+	c.HandshakeTimeout, c.MinBytesPerSec = boundDefaults(c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec)
 	if c.Lock == nil {
 		c.Lock = new(sync.Mutex)
 	}
@@ -101,11 +126,13 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 // ReceiveConfig describes the destination's side of a live migration
 // (Receive).
 type ReceiveConfig struct {
-	// EncryptionKey, if set, is required: a source that declares no
-	// encryption is refused at the handshake (ErrConfig here, ErrRefused
-	// at the source), and a stream sealed with another key fails its
-	// first record's authentication (ErrStream). Without a key, a source
-	// that declares encryption is refused.
+	// EncryptionKey, if set, is required: a source that holds no key is
+	// refused at the handshake (ErrConfig here, ErrRefused at the
+	// source), and one that holds another fails the handshake's
+	// authentication (ErrAuthentication at both ends) before this end
+	// reserves anything for its VM. Without a key, a source that holds
+	// one is refused, and the migration is safe on a trusted network
+	// only (see SendConfig.EncryptionKey and SECURITY.md).
 	EncryptionKey []byte
 	// Limits bound what the stream may make the destination hold. Each
 	// field left zero takes checkpoint's default, widened to the batch
@@ -119,13 +146,18 @@ type ReceiveConfig struct {
 	// digest at the end of the stream, while the VM is stopped; zero
 	// means GOMAXPROCS.
 	DigestWorkers int
-	// Timeout, Lock, Progress, Logger and Clock mean what they mean in
-	// SendConfig, for the destination host.
-	Timeout  time.Duration
-	Lock     sync.Locker
-	Progress func(migrate.Event)
-	Logger   *slog.Logger
-	Clock    Clock
+	// Timeout, HandshakeTimeout, MinBytesPerSec, Lock, Progress, Logger,
+	// Clock and Rand mean what they mean in SendConfig, for the destination
+	// host. The handshake ends here when the source's hello has been
+	// authenticated and answered.
+	Timeout          time.Duration
+	HandshakeTimeout time.Duration
+	MinBytesPerSec   int64
+	Lock             sync.Locker
+	Progress         func(migrate.Event)
+	Logger           *slog.Logger
+	Clock            Clock
+	Rand             io.Reader
 }
 
 const defaultMaxBatchBytes = 16 << 20
@@ -143,9 +175,10 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 	if c.DigestWorkers == 0 {
 		c.DigestWorkers = runtime.GOMAXPROCS(0)
 	}
-	if c.Timeout < 0 || c.MaxBatchBytes < 0 || c.DigestWorkers < 0 {
-		return c, fmt.Errorf("%w: negative timeout, batch size or digest workers", migrate.ErrConfig)
+	if c.Timeout < 0 || c.HandshakeTimeout < 0 || c.MaxBatchBytes < 0 || c.DigestWorkers < 0 {
+		return c, fmt.Errorf("%w: negative timeout, handshake timeout, batch size or digest workers", migrate.ErrConfig)
 	}
+	c.HandshakeTimeout, c.MinBytesPerSec = boundDefaults(c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec)
 	if c.Lock == nil {
 		c.Lock = new(sync.Mutex)
 	}
@@ -153,6 +186,26 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 		c.Clock = wallClock{}
 	}
 	return c, nil
+}
+
+// boundDefaults fills the handshake's timeout and the minimum rate.
+func boundDefaults(timeout, handshake time.Duration, minRate int64) (time.Duration, int64) {
+	if handshake == 0 {
+		handshake = timeout
+	}
+	switch {
+	case minRate == 0:
+		minRate = DefaultMinBytesPerSec
+	case minRate < 0:
+		minRate = 0
+	}
+	return handshake, minRate
+}
+
+// bounds are the limits the configuration sets a slow peer.
+func (c SendConfig) bounds() bounds { return bounds{c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec} }
+func (c ReceiveConfig) bounds() bounds {
+	return bounds{c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec}
 }
 
 // receiveLimits returns the limits of a stream whose batches are of

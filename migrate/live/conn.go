@@ -3,41 +3,98 @@ package live
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
 )
 
-// timedConn is one of a live migration's connections: each Read and Write
-// first pushes the connection's deadline Timeout ahead, where it has
-// deadlines, so that a peer that stops draining or sending fails the
-// migration instead of hanging it. It remembers the first I/O error, which
-// is how a failure is told apart from a refusal of the stream.
+// timedConn is one of a live migration's connections, with the bounds
+// that keep a slow or silent peer from holding the other end's resources.
+// Each Read and Write first sets the connection's deadline, where it has
+// deadlines: Timeout ahead, so that a peer that stops draining or sending
+// fails the migration instead of hanging it; no later than the handshake's
+// deadline while the handshake lasts; and no later than the minimum rate
+// allows. The rate is kept over the whole migration, on the time the
+// connection spent waiting on the peer: after a first Timeout of grace,
+// each byte moved buys 1/minRate seconds more of waiting, so a peer that
+// sends a byte now and then, each within Timeout, still fails. A
+// connection remembers its first I/O error, which is how a failure is
+// told apart from a refusal of the stream.
 type timedConn struct {
 	rw      io.ReadWriter
 	timeout time.Duration
 	rd      interface{ SetReadDeadline(time.Time) error }
 	wdl     interface{ SetWriteDeadline(time.Time) error }
 
-	mu  sync.Mutex
-	err error
+	mu      sync.Mutex
+	err     error
+	until   time.Time     // the handshake's deadline; zero once it is over
+	minRate int64         // bytes per second; zero for none
+	moved   int64         // bytes read and written
+	waited  time.Duration // time spent in Read and Write
+	// cut names the bound that set the deadline, for the error.
+	cut string
 }
 
-func newTimedConn(rw io.ReadWriter, timeout time.Duration) *timedConn {
-	c := &timedConn{rw: rw, timeout: timeout}
-	c.rd, _ = rw.(interface{ SetReadDeadline(time.Time) error })
-	c.wdl, _ = rw.(interface{ SetWriteDeadline(time.Time) error })
+func newTimedConn(rw io.ReadWriter, timeout time.Duration, minRate int64) *timedConn {
+	c := &timedConn{rw: rw, timeout: timeout, minRate: minRate}
+	c.setConn(rw)
 	return c
 }
 
+// setConn swaps the connection under c for rw, the same connection read
+// ahead.
+func (c *timedConn) setConn(rw io.ReadWriter) {
+	c.rw = rw
+	c.rd, _ = rw.(interface{ SetReadDeadline(time.Time) error })
+	c.wdl, _ = rw.(interface{ SetWriteDeadline(time.Time) error })
+}
+
+// deadline returns the deadline of an I/O call starting at now.
+func (c *timedConn) deadline(now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.timeout
+	c.cut = ""
+	if c.minRate > 0 {
+		allowed := c.timeout + time.Duration(float64(c.moved)/float64(c.minRate)*float64(time.Second)) - c.waited
+		if allowed < d {
+			d, c.cut = max(allowed, 0), fmt.Sprintf("below the minimum rate of %d B/s: %d bytes in %v waiting on the peer", c.minRate, c.moved, c.waited.Round(time.Millisecond))
+		}
+	}
+	t := now.Add(d)
+	if !c.until.IsZero() && c.until.Before(t) {
+		t, c.cut = c.until, "the handshake's deadline passed"
+	}
+	return t
+}
+
+// account counts an I/O call that moved n bytes from start on, and names
+// the bound that cut it.
+func (c *timedConn) account(start time.Time, n int, err error) error {
+	c.mu.Lock()
+	c.moved += int64(n)
+	c.waited += time.Since(start)
+	cut := c.cut
+	c.mu.Unlock()
+	if err != nil && cut != "" && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = &slowPeerError{why: cut, err: err}
+	}
+	return err
+}
+
 func (c *timedConn) Read(p []byte) (int, error) {
+	start := time.Now()
 	if c.rd != nil {
-		_ = c.rd.SetReadDeadline(time.Now().Add(c.timeout))
+		_ = c.rd.SetReadDeadline(c.deadline(start))
 	}
 	n, err := c.rw.Read(p)
+	err = c.account(start, n, err)
 	if err != nil && err != io.EOF {
 		c.record(err)
 	}
@@ -45,15 +102,28 @@ func (c *timedConn) Read(p []byte) (int, error) {
 }
 
 func (c *timedConn) Write(p []byte) (int, error) {
+	start := time.Now()
 	if c.wdl != nil {
-		_ = c.wdl.SetWriteDeadline(time.Now().Add(c.timeout))
+		_ = c.wdl.SetWriteDeadline(c.deadline(start))
 	}
 	n, err := c.rw.Write(p)
+	err = c.account(start, n, err)
 	if err != nil {
 		c.record(err)
 	}
 	return n, err
 }
+
+// slowPeerError is a connection cut by the handshake's deadline or the
+// minimum rate rather than by Timeout. It wraps the deadline's error, a
+// net.Error, so that it reads as the connection's failure.
+type slowPeerError struct {
+	why string
+	err error
+}
+
+func (e *slowPeerError) Error() string { return "the peer is too slow: " + e.why }
+func (e *slowPeerError) Unwrap() error { return e.err }
 
 func (c *timedConn) record(err error) {
 	c.mu.Lock()
@@ -80,12 +150,40 @@ func (c *timedConn) close() {
 // conns is a live migration's set of connections.
 type connSet []*timedConn
 
-func newConnSet(rws []io.ReadWriter, timeout time.Duration) connSet {
+// newConnSet wraps rws with the bounds of bounds: Timeout, and the
+// minimum rate shared out among the connections, which carry the stream
+// in turn.
+func newConnSet(rws []io.ReadWriter, b bounds) connSet {
 	cs := make(connSet, len(rws))
+	perConn := b.minRate / int64(len(rws))
+	if b.minRate > 0 {
+		perConn = max(perConn, 1)
+	}
 	for i, rw := range rws {
-		cs[i] = newTimedConn(rw, timeout)
+		cs[i] = newTimedConn(rw, b.timeout, perConn)
 	}
 	return cs
+}
+
+// bounds are the limits a slow peer meets: Timeout, the handshake's
+// timeout and the minimum rate (zero for none).
+type bounds struct {
+	timeout, handshake time.Duration
+	minRate            int64
+}
+
+// handshaking sets the handshake's deadline, handshake from now, on
+// every connection; zero handshake ends it.
+func (cs connSet) handshaking(handshake time.Duration) {
+	var until time.Time
+	if handshake > 0 {
+		until = time.Now().Add(handshake)
+	}
+	for _, c := range cs {
+		c.mu.Lock()
+		c.until = until
+		c.mu.Unlock()
+	}
 }
 
 func (cs connSet) closeAll() {
@@ -136,7 +234,7 @@ func liveCause(ctx context.Context, cs connSet, cause error) error {
 // other than the connections, or the connections themselves.
 func saysWhatFailed(cause error) bool {
 	for _, s := range []error{migrate.ErrSource, migrate.ErrDestination, migrate.ErrConfig, migrate.ErrIncompatible, migrate.ErrBusy, migrate.ErrRefused,
-		migrate.ErrStunLimit, migrate.ErrNotConverged, migrate.ErrConnection} {
+		migrate.ErrStunLimit, migrate.ErrNotConverged, migrate.ErrConnection, migrate.ErrAuthentication} {
 		if errors.Is(cause, s) {
 			return true
 		}

@@ -18,7 +18,7 @@ const (
 	actDrop                          // close both ends
 	actStall                         // carry nothing more; the write blocks until its deadline
 	actCorrupt                       // flip the byte at the cut, carry the rest of its unit, then wait for the peer to give up
-	actRefuse                        // write a refusal in place of the message at the cut
+	actRefuse                        // write a refusal, its tag forged, in place of the message at the cut
 	actKillPeer                      // the peer's process ends; this end's writes fail from the cut on
 	actSwallow                       // the message at the cut is lost with the peer, which ends
 	actCancel                        // the source's caller cancels; the write waits for Send to close the source's end
@@ -144,6 +144,7 @@ func (c *tap) Write(p []byte) (int, error) {
 		forged, _ := json.Marshal(refusal{Code: "other", Message: "the destination turns the VM down"})
 		msg := append([]byte{byte(msgRefuse), 0, 0, 0, 0}, forged...)
 		binary.LittleEndian.PutUint32(msg[1:], uint32(len(forged)))
+		msg = append(msg, make([]byte, tagBytes)...) // a tag forged without the key
 		if _, err := c.carry(msg); err != nil {
 			return 0, err
 		}

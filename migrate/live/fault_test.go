@@ -88,9 +88,9 @@ func planFor(p livePoint, kind string, round0 int64) livePlan {
 	case "device-state-record":
 		pl.cut = cutMidFirst(func(_ []wireUnit, u wireUnit) bool { return u.kind == unitRecord && u.typ == recDeviceState })
 	case "restored-not-ready":
-		pl.onDst, pl.cut, pl.dstPhase = true, cutAtMessage(1), migrate.PhaseRestore
+		pl.onDst, pl.cut, pl.dstPhase = true, cutAtMessage(2), migrate.PhaseRestore // after challenge and accept
 	case "committed-not-acknowledged":
-		pl.onDst, pl.cut, pl.dstPhase, pl.inDoubt = true, cutAtMessage(2), migrate.PhaseResume, true
+		pl.onDst, pl.cut, pl.dstPhase, pl.inDoubt = true, cutAtMessage(3), migrate.PhaseResume, true
 	}
 	switch kind {
 	case "link-dropped":
@@ -103,7 +103,10 @@ func planFor(p livePoint, kind string, round0 int64) livePlan {
 		case "before-first-byte":
 			pl.act, pl.handshake, pl.srcErr, pl.dstErr = actPass, true, migrate.ErrRefused, migrate.ErrConfig
 		case "restored-not-ready":
-			pl.act, pl.srcErr, pl.dstErr, pl.dstPhase = actRefuse, migrate.ErrRefused, migrate.ErrConnection, migrate.PhaseResume
+			// A refusal in place of ready, written by the tap: not the
+			// destination's, so the source, which cannot authenticate
+			// it, refuses it and rolls back.
+			pl.act, pl.srcErr, pl.dstErr, pl.dstPhase = actRefuse, migrate.ErrAuthentication, migrate.ErrConnection, migrate.PhaseResume
 		case "committed-not-acknowledged":
 			pl.onDst, pl.cut = false, cutAtMessage(0)
 		case "final-round":

@@ -35,7 +35,7 @@ const (
 )
 
 // wireParser splits what one end writes into units. The source writes the
-// preamble, the hello, the stream (header, then records up to the end of
+// offer, the hello, the stream (header, then records up to the end of
 // stream) and then control messages; the destination writes only control
 // messages.
 type wireParser struct {
@@ -43,13 +43,16 @@ type wireParser struct {
 	stage unitKind // what comes next
 	next  int64    // where it starts
 	units []wireUnit
+	// untagged counts the messages still to come without a tag: the
+	// destination's challenge.
+	untagged int
 }
 
 func newWireParser(source bool) *wireParser {
 	if source {
 		return &wireParser{stage: unitPreamble}
 	}
-	return &wireParser{stage: unitMessage}
+	return &wireParser{stage: unitMessage, untagged: 1}
 }
 
 // feed adds written bytes and parses every unit whose header they complete.
@@ -64,15 +67,20 @@ func (w *wireParser) feed(p []byte) {
 		u := wireUnit{kind: w.stage, start: w.next}
 		switch w.stage {
 		case unitPreamble:
-			if have < int64(preambleBytes) {
+			if have < int64(offerBytes) {
 				return
 			}
-			u.end = w.next + int64(preambleBytes)
+			u.end = w.next + int64(offerBytes)
 		case unitMessage:
 			if have < 5 {
 				return
 			}
 			u.typ, u.end = uint16(b[0]), w.next+5+int64(binary.LittleEndian.Uint32(b[1:5]))
+			if w.untagged > 0 {
+				w.untagged--
+			} else {
+				u.end += tagBytes
+			}
 		case unitStreamHeader:
 			if have < 16 {
 				return

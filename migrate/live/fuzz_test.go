@@ -39,7 +39,7 @@ var fuzzHost struct {
 }
 
 // FuzzReceive feeds bytes to Receive as everything a source sends: the
-// preamble, the hello, the checkpoint stream and the commit. Whatever they
+// offer, the hello, the checkpoint stream and the commit. Whatever they
 // are, Receive returns: the VM and no error, or a *PhaseError that names
 // what failed, a report, and no VM — the host holds nothing of it. The
 // seeds are two whole migrations recorded over TCP when the target starts
@@ -60,7 +60,7 @@ func FuzzReceive(f *testing.F) {
 		host := fuzzHost.h
 		// The limits keep one input's memory small; Receive's defaults
 		// admit 16 MiB batches.
-		cfg := ReceiveConfig{Timeout: time.Second, MaxBatchBytes: 1 << 20, DigestWorkers: 1}
+		_, cfg := replayable(SendConfig{}, ReceiveConfig{Timeout: time.Second, MaxBatchBytes: 1 << 20, DigestWorkers: 1})
 		in, rep, err := Receive(context.Background(), host, []io.ReadWriter{scriptConn{bytes.NewReader(data)}}, cfg)
 		if err == nil {
 			if in == nil || rep == nil {
@@ -78,7 +78,7 @@ func FuzzReceive(f *testing.F) {
 			t.Fatalf("failed Receive returned VM %v, report %v", in, rep)
 		}
 		typed := false
-		for _, s := range []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible, migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused} {
+		for _, s := range []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible, migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication} {
 			typed = typed || errors.Is(err, s)
 		}
 		if !typed {
@@ -110,7 +110,8 @@ func TestRecordedMigrationReplays(t *testing.T) {
 			writeFuzzSeed(t, m.name, data[:min(len(data), seedPrefixBytes)])
 		}
 		_, dst := hostPair(t, memory.Sparse, 1)
-		in, _, err := Receive(context.Background(), dst, []io.ReadWriter{scriptConn{bytes.NewReader(data)}}, ReceiveConfig{})
+		_, rcfg := replayable(SendConfig{}, ReceiveConfig{})
+		in, _, err := Receive(context.Background(), dst, []io.ReadWriter{scriptConn{bytes.NewReader(data)}}, rcfg)
 		if err != nil {
 			t.Fatalf("%s: replaying a recorded migration: %v", m.name, err)
 		}
@@ -134,8 +135,8 @@ func recordMigration(t testing.TB, mode migrate.Mode, level checkpoint.Level) []
 		io.Reader
 		io.Writer
 	}{sc[0], io.MultiWriter(sc[0], &sent)}
-	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc),
-		SendConfig{Policy: migrate.Policy{Mode: mode}, Engine: migrate.EngineConfig{Level: level}}, ReceiveConfig{})
+	scfg, rcfg := replayable(SendConfig{Policy: migrate.Policy{Mode: mode}, Engine: migrate.EngineConfig{Level: level}}, ReceiveConfig{})
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc), scfg, rcfg)
 	if res.srcErr != nil || res.dstErr != nil {
 		t.Fatalf("recording a migration: source: %v; destination: %v", res.srcErr, res.dstErr)
 	}

@@ -137,23 +137,19 @@ func (s *hostileStream) wires() [][]byte {
 }
 
 // withHello returns the recording with its hello replaced by h, encoded.
+// The hello is tagged as the source would have tagged it; the stream that
+// follows keeps the id drawn from the recorded hello.
 func (s *hostileStream) withHello(h hello) []byte {
-	var msg bytes.Buffer
-	if err := writeMsg(&msg, msgHello, h); err != nil {
-		panic(err)
+	var key []byte
+	if s.v.encrypted {
+		key = hostileKey
 	}
-	out := append(bytes.Clone(s.raw[:s.helloOff]), msg.Bytes()...)
+	out := append(bytes.Clone(s.raw[:s.helloOff]), replayHello(s.raw[:s.helloOff], key, h)...)
 	return append(out, s.raw[s.hdrOff:]...)
 }
 
 // helloMsg decodes the recording's hello.
-func (s *hostileStream) helloMsg() hello {
-	var h hello
-	if err := readMsg(bytes.NewReader(s.hello()), msgHello, &h); err != nil {
-		panic(err)
-	}
-	return h
-}
+func (s *hostileStream) helloMsg() hello { return replayReadHello(s.hello()) }
 
 // hostileBatch is a page batch payload taken apart (FORMAT.md, Page
 // batch), so a mutation can change one field and put it back together.
@@ -247,7 +243,7 @@ func hostileCheck(prev uint64, recHeader, payload []byte) uint64 {
 }
 
 func hostileAEAD() cipher.AEAD {
-	b, err := aes.NewCipher(hostileKey)
+	b, err := aes.NewCipher(replayKeys(hostileKey).stream)
 	if err != nil {
 		panic(err)
 	}

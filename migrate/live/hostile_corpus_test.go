@@ -54,9 +54,10 @@ var hostileVariants = func() []hostileVariant {
 	return vs
 }()
 
-// hostileKey is the corpus's stream key. Replays between streams use it
-// for both, so that a replayed record is caught by the stream it lands
-// in, not by a wrong key.
+// hostileKey is the corpus's migration key. Every recording draws the
+// same nonces (replayable), so its streams share one stream key: a record
+// replayed from another stream is caught by the stream it lands in, not by
+// a wrong key.
 var hostileKey = bytes.Repeat([]byte{0xa5}, checkpoint.KeySize)
 
 const (
@@ -202,6 +203,7 @@ func hostileRecordMigration(v hostileVariant, streamID uint64, touch bool) (*hos
 	}{sc, io.MultiWriter(sc, &sent)}
 	scfg := SendConfig{Policy: migrate.Policy{Mode: v.mode}, Engine: migrate.EngineConfig{Level: v.level, BatchBytes: hostileBatchBytes}, StreamID: streamID, DigestWorkers: 1}
 	rcfg := ReceiveConfig{DigestWorkers: 1}
+	scfg, rcfg = replayable(scfg, rcfg)
 	if v.encrypted {
 		scfg.EncryptionKey, rcfg.EncryptionKey = hostileKey, hostileKey
 	}
@@ -238,11 +240,11 @@ func hostileLoopback() (src, dst net.Conn, err error) {
 // and opening every sealed payload, so a parse that succeeds has
 // understood the whole stream.
 func hostileParse(v hostileVariant, raw []byte) (*hostileStream, error) {
-	s := &hostileStream{v: v, raw: raw, helloOff: preambleBytes}
-	if len(raw) < preambleBytes+5 || string(raw[:8]) != liveMagic || raw[preambleBytes] != byte(msgHello) {
-		return nil, fmt.Errorf("no preamble and hello")
+	s := &hostileStream{v: v, raw: raw, helloOff: offerBytes}
+	if len(raw) < offerBytes+5 || string(raw[:8]) != liveMagic || raw[offerBytes] != byte(msgHello) {
+		return nil, fmt.Errorf("no offer and hello")
 	}
-	s.hdrOff = s.helloOff + 5 + int(binary.LittleEndian.Uint32(raw[s.helloOff+1:]))
+	s.hdrOff = s.helloOff + 5 + int(binary.LittleEndian.Uint32(raw[s.helloOff+1:])) + tagBytes
 	if s.hdrOff+40 > len(raw) {
 		return nil, fmt.Errorf("no stream header")
 	}
@@ -281,7 +283,7 @@ func hostileParse(v hostileVariant, raw []byte) (*hostileStream, error) {
 		}
 	}
 	s.tailOff = off
-	if off+5 > len(raw) || raw[off] != byte(msgCommit) || off+5+int(binary.LittleEndian.Uint32(raw[off+1:])) != len(raw) {
+	if off+5 > len(raw) || raw[off] != byte(msgCommit) || off+5+int(binary.LittleEndian.Uint32(raw[off+1:]))+tagBytes != len(raw) {
 		return nil, fmt.Errorf("no commit message after the stream")
 	}
 	return s, nil

@@ -52,11 +52,15 @@ func hostileFlips(s *hostileStream) []hostileCase {
 		// bit 2 a commit.
 		{name: "flip=hello-type-refuse", data: hostileFlip(s.raw, s.helloOff, 1), all: []error{migrate.ErrStream}},
 		{name: "flip=hello-type-commit", data: hostileFlip(s.raw, s.helloOff, 2), all: []error{migrate.ErrStream}},
-		{name: "flip=hello-length", data: hostileFlip(s.raw, s.helloOff+1, 0), all: []error{migrate.ErrStream}},
-		{name: "flip=hello-json", data: hostileFlip(s.raw, s.helloOff+5, 0), all: []error{migrate.ErrStream}},
-		// The VM id's case: the destination prepares a VM "Hostile" and
-		// must free it when the stream declares "hostile".
-		{name: "flip=hello-vm-id", data: hostileFlip(s.raw, idAt, 5), all: []error{migrate.ErrStream}},
+		// The offer's flags and nonce, and every byte of the hello, are
+		// the hello's tag's: a flipped bit fails it, before the
+		// destination reads a field or reserves anything.
+		{name: "flip=offer-flags", data: hostileFlip(s.raw, preambleBytes, 0), all: []error{migrate.ErrConfig}},
+		{name: "flip=offer-nonce", data: hostileFlip(s.raw, preambleBytes+1, 0), all: []error{migrate.ErrAuthentication}},
+		{name: "flip=hello-length", data: hostileFlip(s.raw, s.helloOff+1, 0), all: []error{migrate.ErrAuthentication}},
+		{name: "flip=hello-json", data: hostileFlip(s.raw, s.helloOff+5, 0), all: []error{migrate.ErrAuthentication}},
+		{name: "flip=hello-vm-id", data: hostileFlip(s.raw, idAt, 5), all: []error{migrate.ErrAuthentication}},
+		{name: "flip=hello-tag", data: hostileFlip(s.raw, s.hdrOff-1, 7), all: []error{migrate.ErrAuthentication}},
 		{name: "flip=header-magic", data: hostileFlip(s.raw, h, 0), all: inStream(checkpoint.ErrBadMagic)},
 		{name: "flip=header-major", data: hostileFlip(s.raw, h+8, 1), all: inStream(checkpoint.ErrVersion)},
 		{name: "flip=header-stream-id", data: hostileFlip(s.raw, h+16, 0), all: inStream(checkpoint.ErrChecksum)},
@@ -114,11 +118,13 @@ func hostileFlips(s *hostileStream) []hostileCase {
 	tail := s.tailOff
 	cs = append(cs,
 		hostileCase{name: "flip=commit-type", data: hostileFlip(s.raw, tail, 1), all: []error{migrate.ErrStream}},
-		hostileCase{name: "flip=commit-json", data: hostileFlip(s.raw, tail+5, 0), all: []error{migrate.ErrStream}},
-		// A commit that lost a field to a flipped key would leave the VM
-		// paused at the destination while the source believes it resumed.
-		hostileCase{name: "flip=commit-resume-key", data: hostileFlip(s.raw, tail+bytes.Index(s.tail(), []byte(`"resume"`))+1, 0), all: []error{migrate.ErrStream}},
-		hostileCase{name: "flip=commit-throttle-key", data: hostileFlip(s.raw, tail+bytes.Index(s.tail(), []byte(`"throttle"`))+1, 0), all: []error{migrate.ErrStream}},
+		// A commit changed on the way would leave the VM paused at the
+		// destination, or throttled, while the source believes it
+		// resumed: its tag refuses every bit of it.
+		hostileCase{name: "flip=commit-json", data: hostileFlip(s.raw, tail+5, 0), all: []error{migrate.ErrAuthentication}},
+		hostileCase{name: "flip=commit-resume-value", data: hostileFlip(s.raw, tail+bytes.Index(s.tail(), []byte(`"resume":`))+len(`"resume":`), 1), all: []error{migrate.ErrAuthentication}},
+		hostileCase{name: "flip=commit-throttle-key", data: hostileFlip(s.raw, tail+bytes.Index(s.tail(), []byte(`"throttle"`))+1, 0), all: []error{migrate.ErrAuthentication}},
+		hostileCase{name: "flip=commit-tag", data: hostileFlip(s.raw, len(s.raw)-1, 0), all: []error{migrate.ErrAuthentication}},
 	)
 	return cs
 }

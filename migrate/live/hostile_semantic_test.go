@@ -46,7 +46,21 @@ func hostileHelloCases(s *hostileStream) []hostileCase {
 	// the one the stream declares.
 	h := s.helloMsg()
 	h.Spec.RAMBytes *= 2
-	return append(cs, hostileCase{name: "hello=ram-size", data: s.withHello(h), all: []error{migrate.ErrStream}})
+	cs = append(cs, hostileCase{name: "hello=ram-size", data: s.withHello(h), all: []error{migrate.ErrStream}})
+	// A footprint, a batch size or a source name the metadata does not
+	// declare: the stream's id, drawn from the hello the source wrote,
+	// is not the one this hello gives.
+	for _, e := range []edit{
+		{"footprint", func(h *hello) { h.Spec.RAMFootprintBytes += 4096 }, nil},
+		{"batch-bytes", func(h *hello) { h.BatchBytes *= 2 }, nil},
+		{"source", func(h *hello) { h.Source = "elsewhere" }, nil},
+		{"stream-id", func(h *hello) { h.StreamID++ }, nil},
+	} {
+		h := s.helloMsg()
+		e.fn(&h)
+		cs = append(cs, hostileCase{name: "hello=" + e.name, data: s.withHello(h), all: []error{migrate.ErrAuthentication}})
+	}
+	return cs
 }
 
 // hostileVersionCases returns s from newer major versions: of the live

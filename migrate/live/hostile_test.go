@@ -32,6 +32,7 @@ func hostileConfig(v hostileVariant) ReceiveConfig {
 	if v.encrypted {
 		cfg.EncryptionKey = hostileKey
 	}
+	_, cfg = replayable(SendConfig{}, cfg)
 	return cfg
 }
 

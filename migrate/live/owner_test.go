@@ -112,6 +112,9 @@ func (c *readyWatcher) Read(p []byte) (int, error) {
 	c.seen = append(c.seen, p[:n]...)
 	for off := 0; off+5 <= len(c.seen); {
 		end := off + 5 + int(binary.LittleEndian.Uint32(c.seen[off+1:]))
+		if msgType(c.seen[off]) != msgChallenge {
+			end += tagBytes // every message after the challenge is tagged
+		}
 		if end > len(c.seen) {
 			break
 		}

@@ -3,6 +3,7 @@ package live
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -37,21 +38,23 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 		return nil, nil, fmt.Errorf("%w: Receive needs a host and 1 to %d connections", migrate.ErrConfig, maxConnections)
 	}
 	link := linkName(conns)
-	// The connections are read ahead while the stream arrives; the reads
-	// stop, here too if it fails, before Receive lets them go.
-	ahead := make([]io.ReadWriter, len(conns))
-	for i, c := range conns {
-		ahead[i] = withReadAhead(c)
-	}
-	defer stopReadAhead(ahead)
-	r := &receiver{cfg: cfg, host: host, conns: newConnSet(ahead, cfg.Timeout), ahead: ahead, ctx: ctx, start: cfg.Clock.Now()}
+	r := &receiver{cfg: cfg, host: host, conns: newConnSet(conns, cfg.bounds()), ctx: ctx, start: cfg.Clock.Now(),
+		handover: migrate.NewHandover(migrate.DestinationEnd)}
+	// The connections are read ahead while the stream arrives, from the
+	// end of the handshake on; the reads stop, here too if it fails,
+	// before Receive lets them go.
+	defer func() { stopReadAhead(r.ahead) }()
 	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, clock: cfg.Clock, start: r.start}
 	stop := context.AfterFunc(ctx, r.conns.closeAll)
 	defer stop()
 	r.rep.Destination, r.rep.Fidelity, r.rep.Live, r.rep.Link = host.Name(), migrate.Bytes, true, link
 	r.phase = migrate.PhaseSetup
 	if err := r.run(); err != nil {
-		return nil, r.fail(err), r.err
+		rep := r.fail(err)
+		if r.handover.OnFailure() == migrate.Keep {
+			return r.in, rep, r.err
+		}
+		return nil, rep, r.err
 	}
 	_ = r.rd.Close()
 	rep := r.closeReport(migrate.PhaseDone)
@@ -65,15 +68,20 @@ type receiver struct {
 	host  *vgpu.Host
 	conns connSet
 	ahead []io.ReadWriter // the connections, read ahead until the stream ends
-	ctx   context.Context
-	start time.Time
-	prog  reporter
-	phase migrate.Phase
-	rep   migrate.Report
-	err   error
+	conv  *conversation
+	// streamID is the id the stream must carry, drawn from the
+	// handshake.
+	streamID [checkpoint.StreamIDSize]byte
+	handover migrate.Handover
+	ctx      context.Context
+	start    time.Time
+	prog     reporter
+	phase    migrate.Phase
+	rep      migrate.Report
+	err      error
 
 	lim   checkpoint.Limits // the reader's, set by the handshake
-	ctl   *bufio.Reader
+	ctl   *bufio.Reader     // the first connection, read ahead, once the handshake is over
 	rd    *checkpoint.Reader
 	ap    *checkpoint.Applier
 	in    *vgpu.VM // incoming, then resumed
@@ -81,13 +89,20 @@ type receiver struct {
 }
 
 func (r *receiver) run() error {
-	c0 := r.conns[0]
-	r.ctl = bufio.NewReaderSize(c0, liveBufferBytes)
 	h, err := r.handshake()
 	if err != nil {
 		return err
 	}
 	r.phase = migrate.PhasePreCopy
+	// The peer proved it holds the key (where there is one): only now do
+	// the connections get their read-ahead buffers.
+	r.ahead = make([]io.ReadWriter, len(r.conns))
+	for i, c := range r.conns {
+		r.ahead[i] = withReadAhead(c.rw)
+		c.setConn(r.ahead[i])
+	}
+	r.ctl = bufio.NewReaderSize(r.conns[0], liveBufferBytes)
+	r.conv.r = r.ctl
 	var data io.Reader = r.ctl
 	if len(r.conns) > 1 {
 		rs := []io.Reader{r.ctl}
@@ -108,27 +123,33 @@ func (r *receiver) run() error {
 	stopReadAhead(r.ahead)
 	r.enter(migrate.PhaseRestore)
 	if err := r.restore(); err != nil {
-		return err
+		// The source waits for ready: it learns why.
+		return r.refuse(err)
 	}
-	if err := writeMsg(c0, msgReady, nil); err != nil {
+	if err := r.conv.write(msgReady, ready{StreamBytes: r.rd.Offset()}); err != nil {
 		return err
 	}
 	r.enter(migrate.PhaseResume)
 	var c commit
-	if err := readMsg(r.ctl, msgCommit, &c); err != nil {
+	if err := r.conv.read(msgCommit, &c); err != nil {
 		return err
 	}
 	// From here on the VM is ours: the source has let it go.
+	if err := r.handover.CommitRead(); err != nil {
+		return err
+	}
 	r.cfg.Lock.Lock()
 	err = r.in.SetThrottle(c.Throttle)
 	if err == nil && c.Resume {
 		err = r.in.Resume()
 	}
+	ack := resumed{Running: r.in.State() == vgpu.VMRunning, Throttle: r.in.Throttle()}
 	r.cfg.Lock.Unlock()
 	if err != nil {
+		// The source, not hearing back, keeps its copy paused.
 		return wrap(migrate.ErrDestination, err)
 	}
-	if err := writeMsg(c0, msgResumed, nil); err != nil && r.cfg.Logger != nil {
+	if err := r.conv.write(msgResumed, ack); err != nil && r.cfg.Logger != nil {
 		// The VM runs here; the source, not hearing it, keeps its copy
 		// paused and reports the outcome in doubt.
 		r.cfg.Logger.Warn("migrate: acknowledging the resume", "vm", r.rep.VM, "error", err)
@@ -136,20 +157,48 @@ func (r *receiver) run() error {
 	return nil
 }
 
-// handshake reads the source's declaration and answers it: the VM is
-// reserved on the host, or refused.
+// handshake answers the source's offer with a challenge, authenticates
+// and checks its hello, and answers it: the VM is reserved on the host,
+// or refused. Until the hello is authenticated, nothing but the offer,
+// the challenge and one bounded message is held for the peer.
 func (r *receiver) handshake() (hello, error) {
 	var h hello
-	major, err := readPreamble(r.ctl)
+	r.conns.handshaking(r.cfg.HandshakeTimeout)
+	defer r.conns.handshaking(0)
+	c0 := r.conns[0]
+	r.conv = &conversation{w: c0, r: c0, end: migrate.DestinationEnd, t: newTranscript()}
+	major, pre, err := readPreamble(c0)
 	if err != nil {
 		return h, err
 	}
 	if major != ProtocolMajor {
 		return h, r.refuse(fmt.Errorf("%w: live protocol version %d, this destination speaks %d", migrate.ErrIncompatible, major, ProtocolMajor))
 	}
-	if err := readMsg(r.ctl, msgHello, &h); err != nil {
+	o, err := readOfferRest(c0, r.conv.t, pre[:])
+	if err != nil {
 		return h, err
 	}
+	keyed := r.cfg.EncryptionKey != nil
+	if o.keyed != keyed {
+		return h, r.refuse(fmt.Errorf("%w: the source holds a key: %v; the destination requires one: %v", migrate.ErrConfig, o.keyed, keyed))
+	}
+	nonce, err := newNonce(r.cfg.Rand)
+	if err != nil {
+		return h, err
+	}
+	if err := r.conv.writeRaw(msgChallenge, challengeBody(keyed, nonce)); err != nil {
+		return h, err
+	}
+	keys := deriveKeys(r.cfg.EncryptionKey, &o.nonce, nonce)
+	r.conv.t.keyed(keys, migrate.DestinationEnd)
+	r.conv.tagged = true
+	if err := r.conv.read(msgHello, &h); err != nil {
+		if errors.Is(err, migrate.ErrAuthentication) {
+			return h, r.refuse(err)
+		}
+		return h, err
+	}
+	r.streamID = r.conv.t.streamID(h.StreamID)
 	r.rep.VM, r.rep.Profiles, r.prog.vm = h.Spec.ID, h.Spec.Profiles, h.Spec.ID
 	r.rep.Source, r.rep.Mode = peerText(h.Source, maxPeerNameBytes), migrate.Mode(h.Mode)
 	switch {
@@ -157,8 +206,8 @@ func (r *receiver) handshake() (hello, error) {
 		return h, r.refuse(fmt.Errorf("%w: unknown migration mode %d", migrate.ErrConfig, h.Mode))
 	case h.Connections != len(r.conns):
 		return h, r.refuse(fmt.Errorf("%w: the source spreads the stream over %d connections, the destination has %d", migrate.ErrConfig, h.Connections, len(r.conns)))
-	case h.Encrypted != (r.cfg.EncryptionKey != nil):
-		return h, r.refuse(fmt.Errorf("%w: the source encrypts: %v; the destination requires encryption: %v", migrate.ErrConfig, h.Encrypted, r.cfg.EncryptionKey != nil))
+	case h.Encrypted != keyed:
+		return h, r.refuse(fmt.Errorf("%w: the source encrypts: %v; the destination requires encryption: %v", migrate.ErrConfig, h.Encrypted, keyed))
 	case h.BatchBytes <= 0 || h.BatchBytes > r.cfg.MaxBatchBytes:
 		return h, r.refuse(fmt.Errorf("%w: batches of %d bytes, limit %d", migrate.ErrConfig, h.BatchBytes, r.cfg.MaxBatchBytes))
 	}
@@ -172,12 +221,20 @@ func (r *receiver) handshake() (hello, error) {
 	if err != nil {
 		return h, r.refuse(wrap(migrate.ErrIncompatible, err))
 	}
-	return h, writeMsg(r.conns[0], msgAccept, accept{Host: r.host.Name()})
+	if err := r.conv.write(msgAccept, accept{Host: r.host.Name()}); err != nil {
+		return h, err
+	}
+	for i, c := range r.conns[1:] {
+		if err := readBind(c, r.conv.t, i+1); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
 
 // refuse tells the source why, and returns the reason as the error.
 func (r *receiver) refuse(cause error) error {
-	_ = writeMsg(r.conns[0], msgRefuse, refusalOf(cause))
+	_ = r.conv.write(msgRefuse, refusalOf(cause))
 	return cause
 }
 
@@ -186,7 +243,7 @@ func (r *receiver) refuse(cause error) error {
 func (r *receiver) openStream(data io.Reader, h hello) error {
 	opts := checkpoint.ReaderOptions{Limits: r.lim}
 	if r.cfg.EncryptionKey != nil {
-		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, r.cfg.EncryptionKey
+		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, r.conv.t.keys.stream
 	}
 	var err error
 	if r.rd, err = checkpoint.NewReader(data, opts); err != nil {
@@ -206,6 +263,13 @@ func (r *receiver) openStream(data io.Reader, h hello) error {
 			return fmt.Errorf("%w: the stream declares region %d as %+v, the handshake as %+v", migrate.ErrStream, i, got, want)
 		}
 		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
+	}
+	// What the metadata does not declare — the guest OS footprint, the
+	// batch size, the source, the mode — the stream's id vouches for: it
+	// was drawn from the handshake, the hello as the source wrote it
+	// included.
+	if r.rd.Header().StreamID != r.streamID {
+		return fmt.Errorf("%w: the stream's id is not this migration's: another hello or another migration", migrate.ErrAuthentication)
 	}
 	if r.ap, err = checkpoint.NewApplier(r.rd, refs); err != nil {
 		return wrap(migrate.ErrStream, err)
@@ -283,7 +347,7 @@ func (r *receiver) fail(cause error) *migrate.Report {
 	if r.rd != nil {
 		_ = r.rd.Close()
 	}
-	if r.in != nil {
+	if r.in != nil && r.handover.OnFailure() == migrate.Discard {
 		// Destroy, not Abort: after the restore the VM is no longer
 		// incoming, and it must go all the same.
 		r.cfg.Lock.Lock()

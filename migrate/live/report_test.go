@@ -181,9 +181,9 @@ func readsOnce(t *testing.T, err error, want ...error) {
 // even when a connection has failed too; a stream that could not be
 // written over a failed connection is.
 func TestLiveCauseLabels(t *testing.T) {
-	broken := newConnSet([]io.ReadWriter{nil}, time.Second)
+	broken := newConnSet([]io.ReadWriter{nil}, bounds{timeout: time.Second})
 	broken[0].record(net.ErrClosed)
-	healthy := newConnSet([]io.ReadWriter{nil}, time.Second)
+	healthy := newConnSet([]io.ReadWriter{nil}, bounds{timeout: time.Second})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
@@ -232,12 +232,14 @@ func TestLiveHelloDeclarations(t *testing.T) {
 			}
 			answer := make(chan error, 1)
 			go func() {
-				err := writePreamble(sc[0])
+				conv := &conversation{w: sc[0], r: sc[0], end: migrate.SourceEnd, t: newTranscript()}
+				nonce, _ := newNonce(nil)
+				_, err := openConversation(conv, nil, nonce)
 				if err == nil {
-					err = writeMsg(sc[0], msgHello, h)
+					err = conv.write(msgHello, h)
 				}
 				if err == nil {
-					err = readMsg(sc[0], msgAccept, &accept{})
+					err = conv.read(msgAccept, &accept{})
 				}
 				answer <- err
 			}()

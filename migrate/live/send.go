@@ -47,7 +47,7 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 		return nil, err
 	}
 	defer eng.Close()
-	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.Timeout), link: linkName(conns), eng: eng, ctx: ctx}
+	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.bounds()), link: linkName(conns), eng: eng, ctx: ctx}
 	return s.run()
 }
 
@@ -66,6 +66,7 @@ type sender struct {
 	src   *migrate.Source // nil if the VM could not go
 
 	ctl  *bufio.Reader // the destination's answers, on the first connection
+	conv *conversation
 	bw   *bufio.Writer
 	cw   *checkpoint.Writer
 	sink progressSink
@@ -181,25 +182,42 @@ func (s *sender) publish() {
 }
 
 // setup shakes hands with the hello of spec, opens the stream that meta
-// declares and starts dirty logging. It returns the handshake's round trip.
+// declares and starts dirty logging. It returns the network's round trip,
+// timed on the offer and its challenge.
 func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Metadata) (time.Duration, error) {
+	s.conns.handshaking(s.cfg.HandshakeTimeout)
+	defer s.conns.handshaking(0)
 	c0 := s.conns[0]
 	s.ctl = bufio.NewReaderSize(c0, 4<<10)
-	h := hello{Connections: len(s.conns), Encrypted: s.cfg.EncryptionKey != nil, BatchBytes: s.cfg.Engine.BatchBytes,
-		Spec: spec, Source: source, Mode: uint8(s.cfg.Mode)}
+	s.conv = &conversation{w: c0, r: s.ctl, end: migrate.SourceEnd, t: newTranscript()}
+	nonce, err := newNonce(s.cfg.Rand)
+	if err != nil {
+		return 0, err
+	}
 	t0 := s.cfg.Clock.Now()
-	if err := writePreamble(c0); err != nil {
-		return 0, err
-	}
-	if err := writeMsg(c0, msgHello, h); err != nil {
-		return 0, err
-	}
-	var a accept
-	if err := readMsg(s.ctl, msgAccept, &a); err != nil {
+	keys, err := openConversation(s.conv, s.cfg.EncryptionKey, nonce)
+	if err != nil {
 		return 0, err
 	}
 	rtt := s.cfg.Clock.Now().Sub(t0)
-	s.destination = a.Host
+
+	keyed := s.cfg.EncryptionKey != nil
+	h := hello{Connections: len(s.conns), Encrypted: keyed, BatchBytes: s.cfg.Engine.BatchBytes,
+		Spec: spec, StreamID: s.cfg.StreamID, Source: source, Mode: uint8(s.cfg.Mode)}
+	if err := s.conv.write(msgHello, h); err != nil {
+		return 0, err
+	}
+	streamID := s.conv.t.streamID(s.cfg.StreamID)
+	var a accept
+	if err := s.conv.read(msgAccept, &a); err != nil {
+		return 0, err
+	}
+	s.destination = peerText(a.Host, maxPeerNameBytes)
+	for i, c := range s.conns[1:] {
+		if err := writeBind(c, s.conv.t, i+1); err != nil {
+			return 0, err
+		}
+	}
 
 	var out io.Writer = c0
 	if len(s.conns) > 1 {
@@ -207,11 +225,10 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	}
 	s.bw = bufio.NewWriterSize(out, liveBufferBytes)
 	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes}
-	opts.StreamID = migrate.StreamID(s.cfg.StreamID, 0)
-	if s.cfg.EncryptionKey != nil {
-		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, s.cfg.EncryptionKey
+	opts.StreamID = streamID
+	if keyed {
+		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, keys.stream
 	}
-	var err error
 	if s.cw, err = checkpoint.NewWriter(s.bw, meta, opts); err != nil {
 		return 0, wrap(migrate.ErrConfig, err)
 	}
@@ -220,6 +237,30 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	s.src.StartLogging()
 	s.cfg.Lock.Unlock()
 	return rtt, nil
+}
+
+// openConversation opens the source's side of conv: it writes the offer
+// of key (nil for none) and nonce, reads the destination's challenge, and
+// sets the migration's keys. It returns them.
+func openConversation(conv *conversation, key []byte, nonce *[nonceBytes]byte) (sessionKeys, error) {
+	keyed := key != nil
+	if err := writeOffer(conv.w, conv.t, keyed, nonce); err != nil {
+		return sessionKeys{}, err
+	}
+	body, err := conv.readRaw(msgChallenge)
+	if err != nil {
+		return sessionKeys{}, err
+	}
+	if len(body) != 1+nonceBytes || body[0]&^flagKeyed != 0 {
+		return sessionKeys{}, fmt.Errorf("%w: a challenge of %d bytes", migrate.ErrStream, len(body))
+	}
+	if peerKeyed := body[0]&flagKeyed != 0; peerKeyed != keyed {
+		return sessionKeys{}, fmt.Errorf("%w: the source holds a key: %v; the destination: %v", migrate.ErrConfig, keyed, peerKeyed)
+	}
+	keys := deriveKeys(key, nonce, (*[nonceBytes]byte)(body[1:]))
+	conv.t.keyed(keys, migrate.SourceEnd)
+	conv.tagged = true
+	return keys, nil
 }
 
 // progressSink hands batches to the stream writer and reports the bytes.

@@ -43,23 +43,34 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 	case migrate.DoRestore:
 		// The destination applies the rest, checks the digests and
 		// restores the devices, then says it is ready.
-		if err := readMsg(s.ctl, msgReady, nil); err != nil {
+		var rd ready
+		if err := s.conv.read(msgReady, &rd); err != nil {
 			return a, err
+		}
+		if rd.StreamBytes != s.cw.Offset() {
+			return a, fmt.Errorf("%w: the destination read %d bytes of stream, the source wrote %d", migrate.ErrStream, rd.StreamBytes, s.cw.Offset())
 		}
 	case migrate.DoResume:
 		if err := s.check(); err != nil {
 			return a, err
 		}
-		if err := writeMsg(s.conns[0], msgCommit, commit{Resume: s.src.WasRunning(), Throttle: s.src.PriorThrottle()}); err != nil {
+		c := commit{Resume: s.src.WasRunning(), Throttle: s.src.PriorThrottle()}
+		if err := s.conv.write(msgCommit, c); err != nil {
 			return a, err
 		}
 		s.core.Commit()
-		if err := readMsg(s.ctl, msgResumed, nil); err != nil {
+		var ack resumed
+		if err := s.conv.read(msgResumed, &ack); err != nil {
 			return a, err
 		}
 		// The destination runs the VM: nothing the source does now can
 		// change where it runs, so no check stands between this and
-		// the release.
+		// the release; a destination that did other than it was told
+		// is only reported.
+		if ack.Running != c.Resume || ack.Throttle != c.Throttle {
+			s.core.Notice(fmt.Sprintf("the destination acknowledged running %v at throttle %v; the source asked running %v at %v",
+				ack.Running, ack.Throttle, c.Resume, c.Throttle))
+		}
 		return s.core.Done(s.now()), nil
 	case migrate.DoRelease:
 		err := s.locked(func() error {

@@ -1,0 +1,125 @@
+package live
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/migrate"
+)
+
+// Every migration is fresh and every control message authenticated. Each
+// end draws a random nonce; the keys of one migration are derived with
+// HKDF (RFC 5869) from the shared migration key and both nonces, so no two
+// migrations share a key, and the checkpoint stream's AES-GCM nonces (its
+// record numbers, which every stream repeats) never meet the same key
+// twice. Every control message carries an HMAC-SHA-256 tag, under its
+// direction's key, of the hash of the whole conversation so far, itself
+// included: a message forged, altered, dropped, reordered, reflected back
+// or replayed from another migration fails the next tag. Without a key
+// the same tags are computed with an empty secret: they then catch
+// corruption, not an attacker.
+
+const (
+	nonceBytes = 32
+	tagBytes   = sha256.Size
+)
+
+// sessionKeys are one migration's keys.
+type sessionKeys struct {
+	fromSource, fromDestination []byte // control-message MAC keys, by sender
+	stream                      []byte // the checkpoint stream's key
+}
+
+// deriveKeys derives a migration's keys from the shared key (nil for
+// none) and both ends' nonces.
+func deriveKeys(key []byte, sourceNonce, destNonce *[nonceBytes]byte) sessionKeys {
+	salt := make([]byte, 0, 2*nonceBytes)
+	salt = append(append(salt, sourceNonce[:]...), destNonce[:]...)
+	prk, err := hkdf.Extract(sha256.New, key, salt)
+	if err != nil {
+		panic(err) // HKDF-SHA-256 extracts from any secret and salt
+	}
+	expand := func(info string, n int) []byte {
+		k, err := hkdf.Expand(sha256.New, prk, info, n)
+		if err != nil {
+			panic(err) // n is far below HKDF-SHA-256's limit of 8160 bytes
+		}
+		return k
+	}
+	return sessionKeys{
+		fromSource:      expand("vgpusim live 2: source control", sha256.Size),
+		fromDestination: expand("vgpusim live 2: destination control", sha256.Size),
+		stream:          expand("vgpusim live 2: stream", checkpoint.KeySize),
+	}
+}
+
+// newNonce draws a nonce from r, or from the system's secure random
+// source if r is nil.
+func newNonce(r io.Reader) (*[nonceBytes]byte, error) {
+	var n [nonceBytes]byte
+	if r == nil {
+		_, _ = rand.Read(n[:]) // never fails (crypto/rand)
+		return &n, nil
+	}
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, fmt.Errorf("%w: drawing a nonce from Rand: %v", migrate.ErrConfig, err)
+	}
+	return &n, nil
+}
+
+// transcript is one end's record of its migration's control conversation:
+// a running hash of every byte exchanged, and the keys that tag it.
+type transcript struct {
+	h          hash.Hash
+	send, recv []byte // MAC keys: this end's messages, the peer's
+	keys       sessionKeys
+}
+
+func newTranscript() *transcript { return &transcript{h: sha256.New()} }
+
+// add appends bytes the conversation carried.
+func (t *transcript) add(bs ...[]byte) {
+	for _, b := range bs {
+		t.h.Write(b)
+	}
+}
+
+// keyed sets the migration's keys, for the end that e is.
+func (t *transcript) keyed(keys sessionKeys, e migrate.End) {
+	t.keys = keys
+	t.send, t.recv = keys.fromSource, keys.fromDestination
+	if e == migrate.DestinationEnd {
+		t.send, t.recv = t.recv, t.send
+	}
+}
+
+// tag is the tag under key of the conversation so far.
+func (t *transcript) tag(key []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(t.h.Sum(nil))
+	return m.Sum(nil)
+}
+
+// streamID is the checkpoint stream's id: the caller's half, and a half
+// drawn from the conversation up to the hello, which binds the hello and
+// both nonces into the stream's header.
+func (t *transcript) streamID(caller uint64) [checkpoint.StreamIDSize]byte {
+	sum := t.tag(t.keys.fromSource)
+	return migrate.StreamID(caller, binary.LittleEndian.Uint64(sum[:8]))
+}
+
+// bindTag is the tag that binds extra connection i to the migration.
+func (t *transcript) bindTag(i int) []byte {
+	m := hmac.New(sha256.New, t.keys.fromSource)
+	m.Write([]byte("connection"))
+	m.Write(binary.LittleEndian.AppendUint32(nil, uint32(i)))
+	m.Write(t.h.Sum(nil))
+	return m.Sum(nil)
+}

@@ -1,0 +1,65 @@
+package live
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// A recorded migration replays only to a destination that draws the nonce
+// it drew: every migration is fresh. The tests that feed a destination a
+// recording (the hostile streams, FuzzReceive) fix both ends' nonces, so
+// that the recording's tags and stream key are the ones the destination
+// derives.
+var (
+	replaySourceNonce = (*[nonceBytes]byte)(bytes.Repeat([]byte{0x51}, nonceBytes))
+	replayDestNonce   = (*[nonceBytes]byte)(bytes.Repeat([]byte{0xd7}, nonceBytes))
+)
+
+// replayable returns the configurations with the fixed nonces.
+func replayable(s SendConfig, r ReceiveConfig) (SendConfig, ReceiveConfig) {
+	s.Rand, r.Rand = fixedRand(replaySourceNonce[0]), fixedRand(replayDestNonce[0])
+	return s, r
+}
+
+// fixedRand is a Rand that draws b, always.
+type fixedRand byte
+
+func (f fixedRand) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(f)
+	}
+	return len(p), nil
+}
+
+// replayKeys are the keys of a migration between the fixed nonces under key
+// (nil for none).
+func replayKeys(key []byte) sessionKeys { return deriveKeys(key, replaySourceNonce, replayDestNonce) }
+
+// replayHello returns the hello message, tagged, that a source with the
+// fixed nonce and key sends after offer to a destination with the fixed
+// nonce.
+func replayHello(offer []byte, key []byte, h hello) []byte {
+	t := newTranscript()
+	t.add(offer)
+	challenge := make([]byte, msgHeaderBytes)
+	challenge[0] = byte(msgChallenge)
+	binary.LittleEndian.PutUint32(challenge[1:], 1+nonceBytes)
+	t.add(challenge, challengeBody(key != nil, replayDestNonce))
+	t.keyed(replayKeys(key), 0)
+	var out bytes.Buffer
+	conv := &conversation{w: &out, end: 0, t: t, tagged: true}
+	if err := conv.write(msgHello, h); err != nil {
+		panic(err)
+	}
+	return out.Bytes()
+}
+
+// replayReadHello decodes a hello message, tag and all.
+func replayReadHello(msg []byte) hello {
+	n := binary.LittleEndian.Uint32(msg[1:])
+	var h hello
+	if err := decodeStrict(msg[msgHeaderBytes:msgHeaderBytes+n], &h); err != nil {
+		panic(err)
+	}
+	return h
+}
