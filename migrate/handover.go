@@ -102,7 +102,9 @@ func (h *Handover) End() End { return h.end }
 func (h *Handover) Holder() Holder { return h.holder }
 
 // CommitSent records, at the source, that it sent the commit.
-func (h *Handover) CommitSent() error { return h.move(SourceEnd, HeldBySource, HeldInDoubt, "send the commit") }
+func (h *Handover) CommitSent() error {
+	return h.move(SourceEnd, HeldBySource, HeldInDoubt, "send the commit")
+}
 
 // Acknowledged records, at the source, that the destination acknowledged
 // the commit: the VM is the destination's.
