@@ -5,8 +5,12 @@ import "bytes"
 // FirstDiff compares a and b page by page, bytes and generations, and
 // returns the first page at which they differ, or -1 if they are equal.
 // Regions of different page sizes differ at page 0; if one is a prefix of
-// the other, they differ at the shorter one's page count.
+// the other, they differ at the shorter one's page count. A nil region is
+// an error wrapping ErrConfig.
 func FirstDiff(a, b *Region) (int, error) {
+	if a == nil || b == nil {
+		return 0, configError("compare with a nil region")
+	}
 	if a.PageSize() != b.PageSize() {
 		return 0, nil
 	}

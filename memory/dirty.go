@@ -12,7 +12,15 @@ package memory
 // holds every page lock of the root for an instant, so it waits for
 // accesses in progress and delays others by about as long as it takes to
 // take 256 uncontended locks.
-func (r *Region) CollectDirty(dst *PageSet) int { return r.log.collect(dst) }
+//
+// A nil dst collects nothing: the log is left as it is and CollectDirty
+// returns 0.
+func (r *Region) CollectDirty(dst *PageSet) int {
+	if dst == nil {
+		return 0
+	}
+	return r.log.collect(dst)
+}
 
 // DirtyCount returns the number of pages written since the last collect,
 // without clearing them.

@@ -11,7 +11,8 @@ var (
 	// ErrOutOfRange reports an access that does not lie wholly inside a
 	// Region. Nothing is read or written by such an access.
 	ErrOutOfRange = errors.New("memory: access out of range")
-	// ErrConfig reports an invalid Config, PatternConfig or Mix.
+	// ErrConfig reports an invalid Config, PatternConfig or Mix, or a nil
+	// region or page set given where one is needed.
 	ErrConfig = errors.New("memory: invalid configuration")
 	// ErrOverlap reports a Map whose pages overlap a window already mapped.
 	ErrOverlap = errors.New("memory: window overlaps a mapped window")

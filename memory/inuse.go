@@ -9,8 +9,12 @@ func (s PageState) InUse() bool { return s.Gen != 0 || s.Class != ClassZero }
 
 // UsedPages resets dst to r's size and adds every page of r that is in use
 // (PageState.InUse). It fails, with dst partly filled, only if r cannot be
-// read (a window whose parent was unmapped).
+// read (a window whose parent was unmapped), or, changing nothing, if dst
+// is nil.
 func (r *Region) UsedPages(dst *PageSet) error {
+	if dst == nil {
+		return configError("used pages into a nil page set")
+	}
 	dst.Reset(r.Pages())
 	return r.eachUsed(func(p int) { dst.Add(p) })
 }

@@ -89,6 +89,9 @@ type Pattern struct {
 
 // NewPattern returns a Pattern over r.
 func NewPattern(r *Region, cfg PatternConfig) (*Pattern, error) {
+	if r == nil {
+		return nil, configError("pattern over a nil region")
+	}
 	if cfg.Pages == 0 {
 		cfg.Pages = r.Pages() - cfg.FirstPage
 	}
@@ -123,6 +126,9 @@ func NewPattern(r *Region, cfg PatternConfig) (*Pattern, error) {
 func (p *Pattern) Move(r *Region) error {
 	if r == p.r {
 		return nil
+	}
+	if r == nil {
+		return configError("pattern moved to a nil region")
 	}
 	if r.PageSize() != p.r.PageSize() {
 		return fmt.Errorf("%w: pattern of %d-byte pages moved to a region of %d-byte pages", ErrPageSize, p.r.PageSize(), r.PageSize())

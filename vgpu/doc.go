@@ -74,6 +74,14 @@
 // rate; VM.HandOverWorkload moves a workload, random state and history, to
 // a migration's destination.
 //
+// No call a workload makes panics. An Env method given an argument out of
+// range (a vGPU index the VM does not have) returns an error wrapping
+// ErrWorkload that names the VM and the argument; the regions it hands out
+// refuse an access outside themselves with a *memory.AccessError. An error
+// a workload's hook returns fails the call that ran it — Host.Advance,
+// VM.Start, VM.Resume, VM.SetThrottle — with an error wrapping ErrWorkload
+// and the hook's own error.
+//
 // # Migration support
 //
 // A migration uses: VM.CheckMigratable and Host.CheckIncoming (the

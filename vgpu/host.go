@@ -270,14 +270,14 @@ func (h *Host) Advance(d time.Duration) error {
 		for _, vm := range h.vms {
 			if w := vm.active(); w != nil {
 				if err := w.AdvanceTo(&vm.env, t); err != nil {
-					return fmt.Errorf("VM %q: %w", vm.id, err)
+					return vm.hookError(w, "advance", err)
 				}
 			}
 		}
 		for _, vm := range h.vms {
 			if w := vm.active(); w != nil && w.NextEvent() <= t {
 				if err := w.Fire(&vm.env); err != nil {
-					return fmt.Errorf("VM %q: %w", vm.id, err)
+					return vm.hookError(w, "fire", err)
 				}
 				if w.NextEvent() <= t {
 					return fmt.Errorf("%w: VM %q: workload %s left an event due at %v unfired", ErrWorkload, vm.id, w.Name(), w.NextEvent())

@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -34,6 +35,18 @@ func (vm *VM) active() Workload {
 	return vm.workload
 }
 
+// hookError is the error of a workload's hook that failed: it names the
+// VM and wraps err and ErrWorkload, so that every error a workload returns
+// reaches the caller of Host.Advance, VM.Start, VM.Resume or
+// VM.SetThrottle typed, whatever the workload's own error. An error that
+// already wraps ErrWorkload (one of Env's) is only prefixed with the VM.
+func (vm *VM) hookError(w Workload, hook string, err error) error {
+	if errors.Is(err, ErrWorkload) {
+		return fmt.Errorf("VM %q: %w", vm.id, err)
+	}
+	return fmt.Errorf("%w: VM %q: workload %s: %s: %w", ErrWorkload, vm.id, w.Name(), hook, err)
+}
+
 func (vm *VM) refuse(op string) error {
 	return &TransitionError{Op: op, VM: vm.id, Device: -1, From: vm.state.String()}
 }
@@ -44,17 +57,15 @@ func (vm *VM) startWorkload() error {
 	}
 	if vm.throttle != 0 {
 		if err := vm.workload.SetThrottle(vm.throttle); err != nil {
-			return err
+			return vm.hookError(vm.workload, "throttle", err)
 		}
 	}
-	var err error
 	if vm.wlStarted {
-		err = vm.workload.Resume(&vm.env)
-	} else {
-		err = vm.workload.Start(&vm.env)
-	}
-	if err != nil {
-		return fmt.Errorf("VM %q: %w", vm.id, err)
+		if err := vm.workload.Resume(&vm.env); err != nil {
+			return vm.hookError(vm.workload, "resume", err)
+		}
+	} else if err := vm.workload.Start(&vm.env); err != nil {
+		return vm.hookError(vm.workload, "start", err)
 	}
 	vm.wlStarted = true
 	return nil
@@ -174,7 +185,7 @@ func (vm *VM) SetThrottle(f float64) error {
 	}
 	if vm.workload != nil {
 		if err := vm.workload.SetThrottle(f); err != nil {
-			return err
+			return vm.hookError(vm.workload, "throttle", err)
 		}
 	}
 	vm.throttle = f
@@ -185,7 +196,7 @@ func (vm *VM) SetThrottle(f float64) error {
 func (vm *VM) completed(dev int, c sched.Completion) error {
 	if w := vm.active(); w != nil {
 		if err := w.Complete(&vm.env, dev, c); err != nil {
-			return fmt.Errorf("VM %q: %w", vm.id, err)
+			return vm.hookError(w, "complete", err)
 		}
 	}
 	return nil

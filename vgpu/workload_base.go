@@ -44,7 +44,11 @@ func (b *base) AdvanceTo(env *Env, t time.Duration) error {
 	}
 	for i := range b.fb {
 		if i < env.Devices() {
-			if err := b.fb[i].advance(env.Framebuffer(i), dt); err != nil {
+			fb, err := env.Framebuffer(i)
+			if err != nil {
+				return err
+			}
+			if err := b.fb[i].advance(fb, dt); err != nil {
 				return err
 			}
 		}

@@ -126,7 +126,10 @@ func (w *CAD) FrameWork(spec GPUSpec) time.Duration {
 // Start uploads the scene and starts rendering.
 func (w *CAD) Start(env *Env) error {
 	c := w.cfg
-	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	fl, err := fbLayout(env)
+	if err != nil {
+		return err
+	}
 	sceneBytes := c.SceneBytes
 	if c.FootprintBytes > 0 {
 		sceneBytes = firstOfFootprint(c.FootprintBytes, c.renderTargetBytes(), fl.page)
@@ -139,7 +142,10 @@ func (w *CAD) Start(env *Env) error {
 	if err != nil {
 		return err
 	}
-	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	rl, err := ramLayout(env)
+	if err != nil {
+		return err
+	}
 	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
@@ -147,7 +153,10 @@ func (w *CAD) Start(env *Env) error {
 	if w.ram, err = newDirtier(env.RAM(), ws, c.RAMDirtyPattern, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
 		return err
 	}
-	fb := env.Framebuffer(0)
+	fb, err := env.Framebuffer(0)
+	if err != nil {
+		return err
+	}
 	if err := scene.fill(fb); err != nil {
 		return err
 	}
@@ -161,7 +170,11 @@ func (w *CAD) Start(env *Env) error {
 	w.rtBytes = c.WidthPixels * c.HeightPixels * 8
 	w.work = w.FrameWork(env.GPU())
 	w.fps = c.TargetFPS
-	if frl := env.FrameRateLimitFPS(0); frl > 0 {
+	frl, err := env.FrameRateLimitFPS(0)
+	if err != nil {
+		return err
+	}
+	if frl > 0 {
 		w.fps = min(w.fps, float64(frl))
 	}
 	w.fb = nil
@@ -212,7 +225,11 @@ func (w *CAD) Complete(env *Env, dev int, c sched.Completion) error {
 	}
 	w.inFlight = false
 	w.hist.add(record{start: w.sentAt, end: c.Finished})
-	return w.targets.write(env.Framebuffer(0), w.rtBytes)
+	fb, err := env.Framebuffer(0)
+	if err != nil {
+		return err
+	}
+	return w.targets.write(fb, w.rtBytes)
 }
 
 // Resume continues after a pause or a hand-over.

@@ -83,12 +83,18 @@ func (w *Desktop) Config() DesktopConfig { return w.cfg }
 // Start draws the desktop and starts the updates.
 func (w *Desktop) Start(env *Env) error {
 	c := w.cfg
-	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	fl, err := fbLayout(env)
+	if err != nil {
+		return err
+	}
 	surf, err := fl.take(c.SurfaceBytes, textMix(), "surfaces")
 	if err != nil {
 		return err
 	}
-	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	rl, err := ramLayout(env)
+	if err != nil {
+		return err
+	}
 	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
@@ -101,7 +107,11 @@ func (w *Desktop) Start(env *Env) error {
 	}
 	w.fb, w.out = nil, nil
 	for i := range env.Devices() {
-		if err := surf.fill(env.Framebuffer(i)); err != nil {
+		fb, err := env.Framebuffer(i)
+		if err != nil {
+			return err
+		}
+		if err := surf.fill(fb); err != nil {
 			return err
 		}
 		w.out = append(w.out, sweeper{span: surf})

@@ -115,7 +115,10 @@ func (w *Inference) RequestWork(spec GPUSpec) time.Duration {
 // Start loads the model into every vGPU's framebuffer and starts serving.
 func (w *Inference) Start(env *Env) error {
 	c := w.cfg
-	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	fl, err := fbLayout(env)
+	if err != nil {
+		return err
+	}
 	weightsBytes := c.WeightsBytes
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
@@ -128,7 +131,10 @@ func (w *Inference) Start(env *Env) error {
 	if err != nil {
 		return err
 	}
-	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	rl, err := ramLayout(env)
+	if err != nil {
+		return err
+	}
 	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
 	if err != nil {
 		return err
@@ -138,7 +144,10 @@ func (w *Inference) Start(env *Env) error {
 	}
 	w.fb, w.out = nil, nil
 	for i := range env.Devices() {
-		fb := env.Framebuffer(i)
+		fb, err := env.Framebuffer(i)
+		if err != nil {
+			return err
+		}
 		if err := weights.fill(fb); err != nil {
 			return err
 		}

@@ -98,7 +98,11 @@ func (s *service) Complete(env *Env, dev int, c sched.Completion) error {
 	delete(s.inflight, c.Tag)
 	s.hist.add(record{start: arrival, end: c.Finished})
 	if dev < len(s.out) {
-		return s.out[dev].write(env.Framebuffer(dev), s.outBytes)
+		fb, err := env.Framebuffer(dev)
+		if err != nil {
+			return err
+		}
+		return s.out[dev].write(fb, s.outBytes)
 	}
 	return nil
 }

@@ -130,19 +130,24 @@ func (w *Training) IterationWork(spec GPUSpec) time.Duration {
 // Start loads the model and queues the first iterations.
 func (w *Training) Start(env *Env) error {
 	c := w.cfg
-	fl := layout{limit: env.UsableFramebufferBytes(0), page: int64(env.Framebuffer(0).PageSize()), what: "framebuffer of " + env.VMID()}
+	fl, err := fbLayout(env)
+	if err != nil {
+		return err
+	}
 	weightsBytes := c.WeightsBytes
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	var err error
 	if w.weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
 		return err
 	}
 	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activations"); err != nil {
 		return err
 	}
-	rl := layout{next: env.RAMWorkloadBase(), limit: env.RAM().Size(), page: int64(env.RAM().PageSize()), what: "guest memory of " + env.VMID()}
+	rl, err := ramLayout(env)
+	if err != nil {
+		return err
+	}
 	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights(), "optimizer state"); err != nil {
 		return err
 	}
@@ -150,10 +155,14 @@ func (w *Training) Start(env *Env) error {
 		return err
 	}
 	for i := range env.Devices() {
-		if err := w.weights.fill(env.Framebuffer(i)); err != nil {
+		fb, err := env.Framebuffer(i)
+		if err != nil {
 			return err
 		}
-		if err := w.acts.fill(env.Framebuffer(i)); err != nil {
+		if err := w.weights.fill(fb); err != nil {
+			return err
+		}
+		if err := w.acts.fill(fb); err != nil {
 			return err
 		}
 	}
@@ -239,7 +248,10 @@ func (w *Training) Complete(env *Env, dev int, c sched.Completion) error {
 	if !ok {
 		return nil
 	}
-	fb := env.Framebuffer(dev)
+	fb, err := env.Framebuffer(dev)
+	if err != nil {
+		return err
+	}
 	if err := w.weights.fill(fb); err != nil {
 		return err
 	}

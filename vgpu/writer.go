@@ -16,6 +16,10 @@ type span struct {
 	mix       memory.Mix
 }
 
+// errNoRegion is the error of a workload driven through an Env without a
+// VM, which gives it no region to write.
+var errNoRegion = fmt.Errorf("%w: no region to write", ErrWorkload)
+
 func (s span) pages(r *memory.Region) (first, n int) {
 	ps := int64(r.PageSize())
 	return int(s.off / ps), int(s.size / ps)
@@ -23,6 +27,9 @@ func (s span) pages(r *memory.Region) (first, n int) {
 
 // fill writes every page of the span once.
 func (s span) fill(r *memory.Region) error {
+	if r == nil {
+		return errNoRegion
+	}
 	first, n := s.pages(r)
 	if n == 0 {
 		return nil
@@ -31,6 +38,9 @@ func (s span) fill(r *memory.Region) error {
 }
 
 func (s span) write(r *memory.Region, page int) error {
+	if r == nil {
+		return errNoRegion
+	}
 	return r.Fill(page, 1, s.mix.ClassOf(r.Seed(), uint64(page)))
 }
 
@@ -38,6 +48,30 @@ func (s span) write(r *memory.Region, page int) error {
 type layout struct {
 	next, limit, page int64
 	what              string
+}
+
+// fbLayout returns the layout of the usable framebuffer of env's vGPU 0,
+// the one every vGPU of the VM shares (they are all of one type).
+func fbLayout(env *Env) (layout, error) {
+	usable, err := env.UsableFramebufferBytes(0)
+	if err != nil {
+		return layout{}, err
+	}
+	fb, err := env.Framebuffer(0)
+	if err != nil {
+		return layout{}, err
+	}
+	return layout{limit: usable, page: int64(fb.PageSize()), what: "framebuffer of " + env.VMID()}, nil
+}
+
+// ramLayout returns the layout of env's guest memory after the guest OS
+// footprint.
+func ramLayout(env *Env) (layout, error) {
+	ram := env.RAM()
+	if ram == nil {
+		return layout{}, errNoRegion
+	}
+	return layout{next: env.RAMWorkloadBase(), limit: ram.Size(), page: int64(ram.PageSize()), what: "guest memory of " + env.VMID()}, nil
 }
 
 func (l *layout) take(size int64, mix memory.Mix, what string) (span, error) {
@@ -74,6 +108,9 @@ type dirtier struct {
 // (zero means memory.Uniform) at rate bytes per second, its page choices
 // drawn from seed.
 func newDirtier(r *memory.Region, s span, kind memory.PatternKind, rate int64, seed uint64) (dirtier, error) {
+	if r == nil {
+		return dirtier{}, errNoRegion
+	}
 	if kind == 0 {
 		kind = memory.Uniform
 	}
@@ -108,6 +145,9 @@ func (d *dirtier) advance(r *memory.Region, dt time.Duration) error {
 	if d.p == nil || dt <= 0 {
 		return nil
 	}
+	if r == nil {
+		return errNoRegion
+	}
 	if err := d.p.Move(r); err != nil {
 		return fmt.Errorf("%w: %w", ErrWorkload, err)
 	}
@@ -136,6 +176,9 @@ type sweeper struct {
 
 // write writes n more bytes; one call rewrites the span at most once.
 func (s *sweeper) write(r *memory.Region, n int64) error {
+	if r == nil {
+		return errNoRegion
+	}
 	first, pages := s.span.pages(r)
 	if pages == 0 || n <= 0 {
 		return nil

@@ -304,9 +304,13 @@ func (w *Counter) Name() string { return "counter" }
 func (w *Counter) Running() bool { return w.running }
 
 func (w *Counter) Start(env *vgpu.Env) error {
+	fb, err := env.Framebuffer(0)
+	if err != nil {
+		return err
+	}
 	ps := int64(env.RAM().PageSize())
 	w.ramFirst = int((env.RAMWorkloadBase() + ps - 1) / ps)
-	if w.ramFirst+w.Pages > env.RAM().Pages() || w.Pages > env.Framebuffer(0).Pages() {
+	if w.ramFirst+w.Pages > env.RAM().Pages() || w.Pages > fb.Pages() {
 		return errors.New("counter: does not fit")
 	}
 	w.running, w.paused, w.last = true, false, env.Now()
@@ -341,12 +345,16 @@ func (w *Counter) AdvanceTo(env *vgpu.Env, t time.Duration) error {
 	w.last = t
 	n := num / int64(time.Second)
 	w.carry = num % int64(time.Second)
+	fb, err := env.Framebuffer(0)
+	if err != nil {
+		return err
+	}
 	for range n {
 		j := int(w.Pos % int64(w.Pages))
 		if err := Bump(env.RAM(), w.ramFirst+j); err != nil {
 			return err
 		}
-		if err := Bump(env.Framebuffer(0), j); err != nil {
+		if err := Bump(fb, j); err != nil {
 			return err
 		}
 		w.Pos++
