@@ -42,10 +42,12 @@ var (
 	// FaultLinkDown or FaultLinkStall.
 	ErrConnection = errors.New("migrate: connection failed")
 	// ErrRefused reports a migration the destination turned down: a live
-	// one in the handshake, where the reason it gave follows and, where it
-	// names one, ErrIncompatible, ErrBusy or ErrConfig is wrapped beside
-	// it; a simulated one at any point before it acknowledged the resume,
-	// by FaultRefused.
+	// one in the handshake, or at the end of the stream when it failed
+	// the destination's checks, where the reason it gave follows and,
+	// where it names one, ErrIncompatible, ErrBusy, ErrConfig,
+	// ErrAuthentication, ErrStream or ErrDestination is wrapped beside it;
+	// a simulated one at any point before it acknowledged the resume, by
+	// FaultRefused.
 	ErrRefused = errors.New("migrate: destination refused")
 	// ErrAuthentication reports a live migration's peer or message that
 	// failed authentication: a peer without the migration key, a control

@@ -131,8 +131,9 @@ func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.R
 	defer closeAll(conns)
 	round := 0
 	in, rep, err := live.Receive(ctx, d.host, readWriters(conns), live.ReceiveConfig{
-		Timeout: d.p.timeout,
-		Lock:    d.runner,
+		Timeout:       d.p.timeout,
+		EncryptionKey: d.p.key,
+		Lock:          d.runner,
 		Progress: func(p migrate.Event) {
 			switch p.Kind {
 			case migrate.RoundEnded:

@@ -74,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&p.stunTarget, "stun-target", p.stunTarget, "the stun pre-copy aims under; 0 takes vMotion's one second")
 	fs.DurationVar(&p.timeout, "timeout", p.timeout, "how long either end waits on a connection that makes no progress")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VM's memory contents and its workload")
+	keyFile := fs.String("key-file", "", "authenticate the migration and encrypt its stream with the key in `FILE`,\n64 hex digits, the same on both ends (SECURITY.md); without it, trust the network")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage:\n"+
 			"  livemigrate -listen ADDR [flags]   destination: take a VM in and resume it\n"+
@@ -115,6 +116,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := p.set(*profile, *mode, *compress); err != nil {
 		return usageErr("%v", err)
+	}
+	if *keyFile != "" {
+		var err error
+		if p.key, err = readKey(*keyFile); err != nil {
+			return usageErr("%v", err)
+		}
 	}
 
 	// An interrupt cancels the migration under way, which closes its
@@ -168,6 +175,7 @@ type params struct {
 	engine           migrate.EngineConfig
 	timeout          time.Duration
 	seed             uint64
+	key              []byte // the migration key; nil for none
 }
 
 func defaultParams() params {

@@ -230,6 +230,37 @@ func TestSendNobodyListening(t *testing.T) {
 	})
 }
 
+// keyFile writes a key file of hex digits and returns its path.
+func keyFile(t *testing.T, hexKey string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(path, []byte(hexKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// With the same key at both ends the migration is authenticated and
+// encrypted and the digests agree; with another at the destination both
+// ends fail its authentication, and nothing is left running.
+func TestKeyFile(t *testing.T) {
+	key := keyFile(t, strings.Repeat("5a", 32))
+	dst, addr := startDestination(t, "-key-file", key)
+	src := runArgs(small("-send", addr, "-key-file", key, "-workload", "idle", "-warmup", "0s")...)
+	mustSucceed(t, src)
+	mustSucceed(t, <-dst)
+	noLeaks(t, func() {
+		dst, addr := startDestination(t, "-key-file", keyFile(t, strings.Repeat("a5", 32)))
+		src := runArgs(small("-send", addr, "-key-file", key, "-warmup", "0s", "-workload", "idle")...)
+		d := <-dst
+		for side, r := range map[string]result{"source": src, "destination": d} {
+			if r.code != 1 || !strings.Contains(r.stderr, "authentication failed") {
+				t.Errorf("%s with another key: exit %d, stderr %q; want 1 and an authentication failure", side, r.code, r.stderr)
+			}
+		}
+	})
+}
+
 func TestHelp(t *testing.T) {
 	r := runArgs("-h")
 	if r.code != 0 {
@@ -262,6 +293,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-loopback", "-send", "127.0.0.1:1"}, "exactly one"},
 		{[]string{"-send", "127.0.0.1:1", "-serve"}, "-serve"},
 		{[]string{"-listen", "127.0.0.1:0", "-serve", "-json", "x.json"}, "-json"},
+		{[]string{"-loopback", "-key-file", "/nonexistent/key"}, "-key-file"},
+		{[]string{"-loopback", "-key-file", keyFile(t, "abcd")}, "64 hex digits"},
 	} {
 		r := runArgs(tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

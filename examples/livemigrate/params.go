@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -64,6 +66,21 @@ func (p *params) set(profile, mode, compress string) error {
 		return fmt.Errorf("-vm: want a VM ID")
 	}
 	return nil
+}
+
+// readKey reads a migration key from a file: 64 hex digits, spaces and
+// newlines around them allowed. A key on the command line would show in
+// the process list.
+func readKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-key-file: %w", err)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != checkpoint.KeySize {
+		return nil, fmt.Errorf("-key-file %s: want %d hex digits", path, 2*checkpoint.KeySize)
+	}
+	return key, nil
 }
 
 // newWorkload returns the workload -workload names, nil for idle: a VM

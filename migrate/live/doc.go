@@ -13,19 +13,40 @@
 // connection carries a short control conversation around the stream:
 //
 //	source                                   destination
-//	magic, version, hello: VM spec, -------> checked: version, VM, mode,
-//	connections, encryption, batch size,     connections, encryption,
-//	source host, mode                        batch size
+//	offer: magic, version, key or not, ----> checked: version, key or not
+//	a nonce
+//	                               <-------- challenge: key or not, a nonce
+//	   both derive this migration's keys from the shared key and the nonces
+//	hello: VM spec, connections, ----------> authenticated, then checked:
+//	encryption, batch size, stream id,       VM, mode, connections,
+//	source host, mode                        encryption, batch size
 //	                               <-------- accept (memory and vGPUs
 //	                                         reserved), or refuse and why
+//	each other connection: bound ----------> checked
 //	checkpoint stream over every conn -----> applied as it arrives
 //	  pre-copy rounds; then, the VM paused:
 //	  final pages, device states, digests
 //	                               <-------- ready: digests checked,
-//	                                         devices restored
-//	commit: resume, or stay paused --------> the VM is the destination's
-//	                               <-------- resumed
+//	                                         devices restored, stream's
+//	                                         length; or refuse and why
+//	commit: resume or stay paused, --------> the VM is the destination's
+//	throttle
+//	                               <-------- resumed: run state, throttle
 //	VM destroyed at the source
+//
+// Every message after the challenge carries a tag, an HMAC under its
+// sender's key of the whole conversation so far, and is decoded strictly;
+// the stream is sealed under a key of this migration alone, and its id is
+// drawn from the conversation up to the hello. So no message can be
+// forged, changed, reordered, replayed from another migration or moved to
+// another connection, and no two migrations share a key (SECURITY.md has
+// the threat model). A destination that requires a key reserves nothing
+// for the VM until the hello's tag proves the source holds it. The
+// handshake has a deadline of its own (HandshakeTimeout) and the whole
+// migration a minimum rate (MinBytesPerSec), so that a peer that sends a
+// byte now and then cannot hold the other end's resources. Without a key
+// the tags catch corruption only, and a migration is safe on a trusted
+// network only.
 //
 // Pre-copy and the switchover are the Core's, as in the simulated mode,
 // fed with the rates measured on the connections. The live mode's expected
@@ -42,7 +63,9 @@
 // the destination's limits and a Timeout after which a connection that
 // makes no progress fails the migration.
 //
-// Until the destination reads commit, the source owns the VM. Any failure
+// Until the destination reads commit, the source owns the VM: each end
+// keeps a migrate.Handover, the commit rule, and does with its copy what
+// it says on a failure. Any failure
 // before — a refusal, a connection closed or stalled past the timeout, a
 // bad stream, a canceled context, pre-copy that does not converge under
 // the Abort policy — ends both sides: each closes the connections, so the
@@ -50,7 +73,7 @@
 // and paused if it was, its memory untouched; the destination holds
 // nothing of it. Both return a *migrate.PhaseError whose sentinel says what failed
 // (migrate.ErrRefused beside the destination's reason, migrate.ErrConnection, migrate.ErrStream,
-// migrate.ErrCanceled, ...). A source that wrote commit and then lost the
+// migrate.ErrAuthentication, migrate.ErrCanceled, ...). A source that wrote commit and then lost the
 // connection before "resumed" cannot know where the VM runs: it keeps its
 // copy paused and unchanged and returns migrate.ErrInDoubt, so that there are
 // never two running copies.

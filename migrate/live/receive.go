@@ -18,17 +18,22 @@ import (
 // Receive takes in a VM that Send migrates over conns and places it on
 // host. It answers the handshake (refusing a VM the host cannot take, an
 // unknown major version or migration mode, another number of connections
-// than the source's, or an encryption mode its key does not allow),
-// applies the stream as it arrives, checks the regions' digests, restores
-// the devices, and, when the source commits, resumes the VM if it ran at
-// the source. It returns the VM, which then belongs to host, and the
-// destination's report, which holds what the destination saw (see Report).
+// than the source's, a source that does not hold its key, or holds one it
+// does not), applies the stream as it arrives, checks the regions'
+// digests, restores the devices, and, when the source commits, resumes
+// the VM if it ran at the source. It returns the VM, which then belongs to
+// host, and the destination's report, which holds what the destination
+// saw (see Report).
 //
 // Until the source commits, any failure — a bad or truncated stream, a
-// connection closed or stalled past the timeout, a canceled ctx — gives the
-// VM up: its windows are scrubbed and freed and host holds nothing of it;
+// message that fails its authentication, a connection closed, stalled past
+// the timeout or below the minimum rate, a canceled ctx — gives the VM
+// up: its windows are scrubbed and freed and host holds nothing of it;
 // Receive closes the connections so the source learns at once, and returns
-// a *PhaseError. The incoming VM has no workload; the caller gives it one.
+// a *PhaseError. A failure after the commit was read (the VM would not
+// resume) keeps the VM, which is the destination's: Receive returns it
+// with the error, and the source, not acknowledged, keeps its copy paused.
+// The incoming VM has no workload; the caller gives it one.
 func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg ReceiveConfig) (*vgpu.VM, *migrate.Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
