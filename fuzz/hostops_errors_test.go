@@ -34,10 +34,10 @@ func (w *hostopsWorld) migrateOutcome(what string, err error) error {
 var hostopsVGPUErrs = []error{vgpu.ErrConfig, vgpu.ErrUnknownProfile, vgpu.ErrUnknownGPU, vgpu.ErrECCEnabled,
 	vgpu.ErrGPUBusy, vgpu.ErrNoCapacity, vgpu.ErrInsufficientRAM, vgpu.ErrMultiVGPU, vgpu.ErrDuplicateVM,
 	vgpu.ErrPassthrough, vgpu.ErrIllegalTransition, vgpu.ErrCorruptState, vgpu.ErrStateVersion,
-	vgpu.ErrIncompatibleState, vgpu.ErrIncompatibleHost, vgpu.ErrInvalidDuration, vgpu.ErrWorkload}
+	vgpu.ErrIncompatibleState, vgpu.ErrIncompatibleHost, vgpu.ErrInvalidDuration, vgpu.ErrWorkload, vgpu.ErrMigrating}
 
 var hostopsMigrateErrs = []error{migrate.ErrConfig, migrate.ErrIncompatible, migrate.ErrStunLimit,
-	migrate.ErrNotConverged, migrate.ErrCanceled, migrate.ErrTooLate, migrate.ErrBusy, migrate.ErrStream,
+	migrate.ErrNotConverged, migrate.ErrCanceled, migrate.ErrTooLate, migrate.ErrBusy, migrate.ErrMigrating, migrate.ErrStream,
 	migrate.ErrDestination, migrate.ErrSource, migrate.ErrConnection, migrate.ErrRefused, migrate.ErrInDoubt,
 	migrate.ErrClosed}
 

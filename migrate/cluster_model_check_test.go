@@ -141,13 +141,6 @@ func (cm *clusterModel) settle(t *rapid.T, mg *clusterMig) {
 			// not converge under the Abort policy may.
 			t.Fatalf("migration of %s (policy %v) failed on its own: %v", mg.id, mg.policy, pe)
 		}
-		if vm := mg.vm; vm != nil && mg.ownerInStun && !mg.stunFoundIt && vm.paused {
-			// The stun found it running and paused it; the failed
-			// migration resumes what it paused, though its owner paused
-			// it again since.
-			vm.paused = false
-			cm.tally["migration failed, resuming its VM its owner had paused again in the stun"]++
-		}
 		cm.tally[clusterFailure(mg, pe)]++
 		cm.end(mg)
 	}
@@ -192,21 +185,17 @@ func (cm *clusterModel) hit(t *rapid.T, mg *clusterMig, p Phase, err error, want
 		}
 		cm.tally["failed at once in "+p.String()]++
 		// What failed it is want, whatever doomed it before.
-		mg.stalled, mg.resumedIn, mg.writtenIn, mg.destroyed, mg.failedWith = false, 0, 0, false, want
+		mg.stalled, mg.changedIn, mg.resumedIn, mg.writtenIn, mg.destroyed, mg.failedWith = false, 0, 0, 0, false, want
 	}
 }
 
 // checkArrival checks the VM that just moved to the destination: it is
 // resumed there as the stun found it, paused if and only if its owner had
-// paused it before the stun. Its owner may have resumed it in the stun and
-// paused it again before the migration's next event, unwritten or written
-// only before the final pages: what the owner did in the stun is undone.
+// paused it before the stun. (A pause or resume by its owner in the stun
+// fails the migration, and the VM stays at the source as its owner left
+// it: settle catches a migration that moved on.)
 func (cm *clusterModel) checkArrival(t *rapid.T, mg *clusterMig) {
 	t.Helper()
-	if mg.ownerInStun {
-		mg.vm.paused = mg.stunFoundIt
-		cm.tally["migration released its VM its owner resumed and paused again in the stun"]++
-	}
 	want := vgpu.VMRunning
 	if mg.vm.paused {
 		want = vgpu.VMPaused
@@ -245,6 +234,8 @@ func clusterFailure(mg *clusterMig, pe *PhaseError) string {
 		return "migration failed: stall timed out in " + pe.Phase.String()
 	case mg.resumedIn != 0:
 		return "migration failed: its VM resumed by its owner in " + pe.Phase.String()
+	case mg.changedIn != 0:
+		return "migration failed: its VM resumed and paused again by its owner in " + pe.Phase.String()
 	case mg.writtenIn != 0:
 		return "migration failed: its VM written after its final pages, in " + pe.Phase.String()
 	}

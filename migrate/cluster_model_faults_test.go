@@ -172,9 +172,9 @@ func (cm *clusterModel) ownerMidway(t *rapid.T) {
 // or not; the model predicts a refusal from the run state it says the VM
 // is in. A pause during pre-copy is the owner's to make, and the VM
 // arrives paused; in the stun the VM is paused, so a pause is refused, and
-// a resume dooms the migration to fail with ErrSource at its next event
-// unless the owner pauses the VM again first, having written nothing since
-// the region's final pages left (pauseOrResume).
+// a resume dooms the migration to fail with ErrSource at its next event,
+// even if the owner pauses the VM again first; the VM then stays at the
+// source as its owner left it (pauseOrResume).
 func (cm *clusterModel) pauseResume(t *rapid.T) {
 	cm.pauseOrResume(t, cm.drawVM(t, nil), rapid.Bool().Draw(t, "resume"))
 }
@@ -189,7 +189,7 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 		cm.settle(t, vm.mig)
 	}
 	cm.checkWorkload(t, vm)
-	op, from, st, before := "pause", vgpu.VMRunning, vm.runState(), vm.paused
+	op, from, st := "pause", vgpu.VMRunning, vm.runState()
 	var err error
 	if resume {
 		op, from = "resume", vgpu.VMPaused
@@ -217,9 +217,7 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 	vm.paused = !resume
 	switch {
 	case p.Stunned() && resume:
-		if !mg.ownerInStun {
-			mg.ownerInStun, mg.stunFoundIt = true, before
-		}
+		mg.changedIn = p
 		mg.resumedIn, mg.writesAtResume = p, 0
 		if vm.w != nil {
 			mg.writesAtResume = vm.w.Pos
@@ -227,9 +225,10 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 		cm.tally["resumed by its owner in "+p.String()]++
 	case p.Stunned():
 		// Paused again before the migration's next event (settle saw it
-		// still in the phase of the resume): the counter writes RAM and
-		// framebuffer alike, so what it wrote meanwhile dooms the
-		// migration once guest RAM's final pages left.
+		// still in the phase of the resume): the pause dooms the
+		// migration as the resume did, by the VM's change count, whether
+		// or not the counter wrote meanwhile.
+		mg.changedIn = p
 		wrote := vm.w != nil && vm.w.Pos > mg.writesAtResume
 		how := "unwritten"
 		if wrote {

@@ -96,8 +96,7 @@ type clusterMig struct {
 	resumedIn      Phase         // its owner resumed its VM in this stunned phase, and it runs
 	writesAtResume int64         // its VM's counter's writes at that resume
 	writtenIn      Phase         // its VM was written in this stunned phase, after the region's final pages left
-	ownerInStun    bool          // its owner paused or resumed its VM in the stun
-	stunFoundIt    bool          // then: the stun found its VM paused
+	changedIn      Phase         // its owner paused or resumed its VM in this stunned phase
 	destroyed      bool          // its VM was destroyed before the acknowledgement
 	released       bool          // the destination acknowledged: the VM is dst's
 	failedWith     error         // the sentinel a cancel or fault failed it with
@@ -120,11 +119,11 @@ func (mg *clusterMig) want() error {
 	return nil
 }
 
-// doomedIn is the stunned phase in which its owner left its VM running or
-// wrote it after the region's final pages left, 0 if neither: the
+// doomedIn is the stunned phase in which its owner paused or resumed its
+// VM, or wrote it after the region's final pages left, 0 if neither: the
 // migration's next event, still in that phase, catches it. Both, if set,
 // name the phase the migration is in, as it cannot move on.
-func (mg *clusterMig) doomedIn() Phase { return max(mg.resumedIn, mg.writtenIn) }
+func (mg *clusterMig) doomedIn() Phase { return max(mg.changedIn, mg.resumedIn, mg.writtenIn) }
 
 // clusterWord is where a VM's owner wrote a word: the region (0 its guest
 // RAM, i its framebuffer i-1) and the offset in it.

@@ -347,6 +347,9 @@ func TestCoreNeverPanics(t *testing.T) {
 	if s.Pause() == nil || s.SetThrottle(0) == nil || s.Check(PhaseSetup) == nil || s.DirtyBytes(-1) != 0 || s.Regions() != nil {
 		t.Fatal("a nil Source")
 	}
+	if _, _, err := s.Commit(); !errors.Is(err, ErrConfig) || s.Release() == nil || s.Committed() || s.OwnerThrottle() != 0 {
+		t.Fatal("a nil Source commits or releases")
+	}
 	s.RollBack(false)
 	s.StartLogging()
 	s.StopLogging()

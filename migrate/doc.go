@@ -62,11 +62,19 @@
 // off, and the destination holding nothing: its windows scrubbed, its
 // memory released. The error is a *PhaseError naming the phase.
 //
+// A VM has one migration at a time, in either mode and across Sims: a
+// second is refused in PhaseSetup with ErrMigrating (see Source).
+//
 // The VM's owner may keep driving it meanwhile. The destination resumes the
 // VM as the stun finds it, so one its owner paused during pre-copy arrives
-// paused. A VM its owner resumes during the stun, or whose memory changes
-// after its final pages left, would differ from the copy that arrives, so
-// the migration fails with ErrSource and the VM stays at the source.
+// paused, and applies the owner's throttle as of the commit; the
+// migration's own throttle cut is separate and ends with it, so the
+// owner's is also what a failed migration leaves. A VM its owner pauses or
+// resumes during the stun (counted, so a resume undone by a pause is seen),
+// or whose memory changes after its final pages left, would differ from
+// the copy that arrives, so the migration fails with ErrSource and the VM
+// stays at the source as its owner left it. From the commit on, the
+// owner's changes are refused (vgpu.ErrMigrating).
 //
 // A simulator can make migrations fail as real ones do:
 // Migration.Inject drops or stalls a migration's link, or has its

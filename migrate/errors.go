@@ -28,6 +28,11 @@ var (
 	// ErrBusy reports a host already at its limit of concurrent
 	// migrations.
 	ErrBusy = errors.New("migrate: too many concurrent migrations")
+	// ErrMigrating reports a VM that another migration holds, in either
+	// mode: a VM has one migration at a time, from its start (Sim.Start,
+	// live.Send, NewSource) until it ends. vgpu.ErrMigrating is wrapped
+	// beside it.
+	ErrMigrating = errors.New("migrate: VM already migrating")
 	// ErrStream reports a stream the destination rejected; the checkpoint
 	// package's *Error is wrapped beside it.
 	ErrStream = errors.New("migrate: stream rejected")

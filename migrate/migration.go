@@ -83,10 +83,10 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if srcHost == dst {
 		return refuse(fmt.Errorf("%w: source and destination are the same host %q", ErrConfig, dst.Name()))
 	}
-	for _, m := range s.active {
-		if m.vm == vm {
-			return refuse(fmt.Errorf("%w: VM is already migrating", ErrBusy))
-		}
+	if vm.Migrating() {
+		// NewSource would refuse it too, after the hosts' limits; a VM's
+		// own migration is the more telling refusal.
+		return refuse(fmt.Errorf("%w: %w: VM %q has a migration under way", ErrMigrating, vgpu.ErrMigrating, vm.ID()))
 	}
 	for _, h := range []*vgpu.Host{srcHost, dst} {
 		if n := s.busy(h); n >= s.cfg.MaxPerHost {
@@ -97,12 +97,18 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if err != nil {
 		return refuse(err)
 	}
+	// From here a refusal gives the VM's migration claim back.
+	refuse = func(err error) (*Migration, error) {
+		src.RollBack(false)
+		return nil, &PhaseError{VM: vm.ID(), Phase: PhaseSetup, Err: err}
+	}
 	spec := vm.IncomingSpec()
 	if err := dst.CheckIncoming(spec); err != nil {
 		return refuse(wrap(ErrIncompatible, err))
 	}
 	ls, err := s.link(cfg.Link)
 	if err != nil {
+		src.RollBack(false)
 		return nil, err
 	}
 	stateBytes, err := DeviceStateBytes(vm)

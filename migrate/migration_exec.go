@@ -194,19 +194,25 @@ func (m *Migration) checkpointPathRate() int64 {
 	return m.srcHost.Config().GPU.PCIeDMABytesPerSec
 }
 
-// acknowledged is the destination's acknowledgement of the resume: from
-// here on the VM is the destination's.
+// acknowledged is the source's commit and the destination's
+// acknowledgement of the resume, in one instant of simulated time: from
+// here on the VM is the destination's, run or paused as the source left it
+// and with its owner's throttle as of the commit.
 func (m *Migration) acknowledged() error {
+	resume, throttle, err := m.src.Commit()
+	if err != nil {
+		return err
+	}
 	if m.vm.Workload() != nil {
 		if err := m.vm.HandOverWorkload(m.in); err != nil {
 			return wrap(ErrDestination, err)
 		}
 		m.handedOver = true
 	}
-	if err := m.in.SetThrottle(m.src.PriorThrottle()); err != nil {
+	if err := m.in.SetThrottle(throttle); err != nil {
 		return m.handBack(err)
 	}
-	if m.src.WasRunning() {
+	if resume {
 		if err := m.in.Resume(); err != nil {
 			return m.handBack(err)
 		}
@@ -229,7 +235,7 @@ func (m *Migration) handBack(cause error) error {
 // release frees the VM at the source.
 func (m *Migration) release() {
 	m.xfer.close()
-	if err := m.vm.Destroy(); err != nil {
+	if err := m.src.Release(); err != nil {
 		// The VM is already the destination's; a source that cannot
 		// release it is reported, not undone.
 		m.core.Notice("source release: " + err.Error())

@@ -12,27 +12,49 @@ import (
 // Source is a migrating VM at its source, as every driver of a Core
 // handles it: its regions and dirty logs, the pages each step sends, the
 // pause, the throttle, the checks that nobody changed it under the
-// migration, and the roll back that leaves it as it was. Guest RAM is
-// region 0 and framebuffer i region i+1, as the Core counts them. A Source
-// is made by NewSource (the methods of any other do nothing, or fail with
-// ErrConfig) and is not safe for concurrent use. A driver whose host
+// migration, the commit, and the roll back that leaves it as it was. Guest
+// RAM is region 0 and framebuffer i region i+1, as the Core counts them. A
+// Source is made by NewSource (the methods of any other do nothing, or fail
+// with ErrConfig) and is not safe for concurrent use. A driver whose host
 // another goroutine advances (package live's Runner) holds the host's lock
-// around the calls that change the VM — Pause, SaveDevices, SetThrottle, Check,
-// RollBack, StartLogging, StopLogging; the page reads (SendRegions,
-// DirtyBytes, UsedFramebufferBytes) go through the memory package's own
+// around the calls that change or inspect the VM — NewSource, Pause,
+// SaveDevices, SetThrottle, Check, Commit, Release, RollBack, StartLogging,
+// StopLogging; the page reads (SendRegions, DirtyBytes,
+// UsedFramebufferBytes) go through the memory package's own
 // synchronization while the workload writes, as pre-copy must.
+//
+// # Ownership
+//
+// A Source holds its VM's migration claim (vgpu.MigrationClaim) from
+// NewSource until Release or RollBack, so a VM has one migration at a time
+// whichever driver runs it, and a second NewSource fails with
+// ErrMigrating. The VM's owner keeps driving it meanwhile. Before the stun
+// whatever the owner does is the migration's to carry: a pause (the VM
+// arrives paused), a throttle (the destination applies it; a migration's
+// own throttle cut is separate and ends with it). From the stun on, the
+// VM's change count (vgpu.VM.Changes) must stay as Pause noted it and no
+// region may be written after its final pages left: any resume, pause,
+// stop or restore by the owner, or any write, fails the migration with
+// ErrSource, however the changes net out by the next check, and the VM
+// stays at the source as its owner left it.
 type Source struct {
-	vm   *vgpu.VM
-	regs []*memory.Region // guest RAM, then each framebuffer
-	sets []*memory.PageSet
+	vm    *vgpu.VM
+	claim *vgpu.MigrationClaim
+	regs  []*memory.Region // guest RAM, then each framebuffer
+	sets  []*memory.PageSet
 
-	priorThrottle float64 // the VM's own throttle, restored at the end
-	wasRunning    bool    // the VM ran: when the migration started, then when the stun began
-	pausedByUs    bool
+	wasRunning bool   // the VM ran: when the migration started, then when the stun began
+	pausedByUs bool   // the stun paused it, and only a roll back resumes it
+	stunned    bool   // Pause ran: the owner's changes fail the migration from here on
+	stunAt     uint64 // the VM's change count when the stun began
+	committed  bool
 }
 
-// NewSource checks that vm can be live-migrated and notes what the
-// migration needs of it.
+// NewSource checks that vm can be live-migrated, takes its migration claim
+// and notes what the migration needs of it. A VM another migration holds,
+// in either mode, is refused with ErrMigrating (and vgpu.ErrMigrating).
+// The claim lasts until Release or RollBack, which every driver calls when
+// the migration ends.
 func NewSource(vm *vgpu.VM) (*Source, error) {
 	if vm == nil {
 		return nil, fmt.Errorf("%w: nil VM", ErrConfig)
@@ -44,7 +66,11 @@ func NewSource(vm *vgpu.VM) (*Source, error) {
 	if st != vgpu.VMRunning && st != vgpu.VMPaused {
 		return nil, fmt.Errorf("%w: VM is %v; only a running or paused VM is live-migrated", ErrIncompatible, st)
 	}
-	s := &Source{vm: vm, priorThrottle: vm.Throttle(), wasRunning: st == vgpu.VMRunning}
+	claim, err := vm.ClaimMigration()
+	if err != nil {
+		return nil, wrap(ErrMigrating, err)
+	}
+	s := &Source{vm: vm, claim: claim, wasRunning: st == vgpu.VMRunning}
 	s.regs = append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...)
 	for _, r := range s.regs {
 		s.sets = append(s.sets, memory.NewPageSet(r.Pages()))
@@ -70,12 +96,14 @@ var errNoSource = fmt.Errorf("%w: a Source not made by NewSource", ErrConfig)
 // after Pause, when the stun began. The destination resumes it if so.
 func (s *Source) WasRunning() bool { return s.ok() && s.wasRunning }
 
-// PriorThrottle is the VM's own throttle, which the destination restores.
-func (s *Source) PriorThrottle() float64 {
+// OwnerThrottle is the VM's owner's throttle as it stands, without the
+// migration's cut: what the destination applies at the commit, and what
+// the VM keeps after a failure.
+func (s *Source) OwnerThrottle() float64 {
 	if !s.ok() {
 		return 0
 	}
-	return s.priorThrottle
+	return s.vm.Throttle()
 }
 
 // Metadata declares the VM's regions to a checkpoint stream: guest RAM as
@@ -181,35 +209,38 @@ func (s *Source) SaveDevices() ([][]byte, int64, error) {
 }
 
 // Pause stops the VM for the stun. The destination resumes the VM as the
-// stun finds it: paused, if its owner paused it during pre-copy.
+// stun finds it: paused, if its owner paused it during pre-copy. From here
+// on any change by the owner fails the migration (see Check).
 func (s *Source) Pause() error {
 	if !s.ok() {
 		return errNoSource
 	}
 	s.wasRunning = s.vm.State() == vgpu.VMRunning
+	s.stunned, s.stunAt = true, s.vm.Changes()
 	if !s.wasRunning {
 		return nil
 	}
-	if err := s.vm.Pause(); err != nil {
+	if err := s.claim.Pause(); err != nil {
 		return wrap(ErrSource, err)
 	}
 	s.pausedByUs = true
 	return nil
 }
 
-// SetThrottle applies the migration's cut, never less than the VM's own.
+// SetThrottle applies the migration's cut: the VM's workload runs at the
+// larger of it and its owner's throttle, which it leaves as it is.
 func (s *Source) SetThrottle(f float64) error {
 	if !s.ok() {
 		return errNoSource
 	}
-	return wrap0(ErrSource, s.vm.SetThrottle(max(f, s.priorThrottle)))
+	return wrap0(ErrSource, s.claim.SetThrottle(f))
 }
 
 // Check catches a VM changed under the migration by someone else, once
-// the work of phase done is over: stopped or destroyed; resumed during the
-// stun, when what it writes would never reach the destination; or written
-// since its final pages left (a resume and pause between two steps, or a
-// write by its owner).
+// the work of phase done is over: stopped or destroyed; paused, resumed,
+// stopped or restored by its owner since the stun began (by its change
+// count: a resume undone by a pause before this check counts); or written
+// since its final pages left.
 func (s *Source) Check(done Phase) error {
 	if !s.ok() {
 		return errNoSource
@@ -220,6 +251,8 @@ func (s *Source) Check(done Phase) error {
 		return fmt.Errorf("%w: source VM was %v during the migration", ErrSource, st)
 	case st == vgpu.VMRunning && done.Stunned():
 		return fmt.Errorf("%w: source VM was resumed during the stun", ErrSource)
+	case s.stunned && s.vm.Changes() != s.stunAt:
+		return fmt.Errorf("%w: source VM's run state was changed by its owner %d time(s) during the stun", ErrSource, s.vm.Changes()-s.stunAt)
 	}
 	sent := 0
 	switch {
@@ -242,21 +275,63 @@ func writtenInStun(regs []*memory.Region) error {
 	return nil
 }
 
+// Commit is the source's last word before the destination may resume the
+// VM: it checks the VM as Check does once every page has gone, and, if
+// nobody changed it, holds it so that its owner can change its run state
+// or throttle no more (vgpu.ErrMigrating) until the migration ends. It
+// returns what the destination applies, both read in the same instant as
+// the check: whether to resume the VM (it ran when the stun began) and the
+// owner's throttle. A migration that fails after Commit rolls back as
+// usual: RollBack lets the owner in again.
+func (s *Source) Commit() (resume bool, throttle float64, err error) {
+	if !s.ok() {
+		return false, 0, errNoSource
+	}
+	if err := s.Check(PhaseResume); err != nil {
+		return false, 0, err
+	}
+	throttle, err = s.claim.Commit()
+	if err != nil {
+		return false, 0, wrap(ErrSource, err)
+	}
+	s.committed = true
+	return s.wasRunning, throttle, nil
+}
+
+// Committed reports whether Commit succeeded: from then on the destination
+// may run the VM, and a failure is the destination's or the connection's,
+// never the source VM's.
+func (s *Source) Committed() bool { return s.ok() && s.committed }
+
+// Release ends a migration that succeeded: dirty logging off, the VM
+// destroyed at the source, where the destination has taken it over, and
+// its claim dropped.
+func (s *Source) Release() error {
+	if !s.ok() {
+		return errNoSource
+	}
+	s.StopLogging()
+	defer s.claim.Release()
+	if s.vm.State() == vgpu.VMDestroyed {
+		return nil
+	}
+	return s.vm.Destroy()
+}
+
 // RollBack leaves the VM as it was before the migration: dirty logging
-// off, its own throttle back, and resumed if the migration paused it —
-// unless the outcome is in doubt, when it stays paused so that there are
-// never two running copies.
+// off, the migration's throttle cut gone (its owner's throttle stays, as
+// the owner last set it), its claim dropped, and resumed if the stun
+// paused it — unless its owner changed its run state since (it stays as
+// the owner left it), or the outcome is in doubt, when it stays paused so
+// that there are never two running copies.
 func (s *Source) RollBack(inDoubt bool) {
 	if !s.ok() {
 		return
 	}
 	s.StopLogging()
-	st := s.vm.State()
-	if st != vgpu.VMRunning && st != vgpu.VMPaused {
+	defer s.claim.Release()
+	if s.vm.State() != vgpu.VMPaused || !s.pausedByUs || inDoubt || s.vm.Changes() != s.stunAt {
 		return
 	}
-	_ = s.vm.SetThrottle(s.priorThrottle)
-	if !inDoubt && s.pausedByUs && st == vgpu.VMPaused {
-		_ = s.vm.Resume()
-	}
+	_ = s.claim.Resume()
 }

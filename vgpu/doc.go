@@ -88,9 +88,19 @@
 // compatibility check), VM.IncomingSpec and Host.PrepareIncoming (the
 // destination, windows mapped with the source's seeds so generated content
 // regenerates), VM.RAM and VM.Framebuffers (the regions to copy, with their
-// dirty logs), VM.Pause, VM.SaveDeviceStates, VM.HandOverWorkload,
-// VM.Commit or VM.Abort, and VM.Destroy at the source. DeviceState.Diff
-// compares the two ends.
+// dirty logs), VM.SaveDeviceStates, VM.HandOverWorkload, VM.Commit or
+// VM.Abort, and VM.Destroy at the source. DeviceState.Diff compares the two
+// ends.
+//
+// At the source a migration holds the VM's MigrationClaim
+// (VM.ClaimMigration), so that a VM has one migration at a time
+// (ErrMigrating for a second), and pauses, resumes and throttles it
+// through the claim. What the VM's owner does meanwhile stays apart: its
+// Pause, Resume, Stop, Start and Restore are counted (VM.Changes), so a
+// migration sees any made while it holds the VM stunned, however they net
+// out; its throttle (VM.Throttle) is kept under the migration's cut
+// (VM.EffectiveThrottle is the larger) and outlives it. Once the claim is
+// committed the owner's changes are refused with ErrMigrating.
 //
 // # Concurrency
 //

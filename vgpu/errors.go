@@ -61,6 +61,11 @@ var (
 	// ErrWorkload reports a workload that does not fit its VM or broke the
 	// driving contract.
 	ErrWorkload = errors.New("vgpu: workload error")
+	// ErrMigrating reports a VM a migration holds (see MigrationClaim): a
+	// second claim on it, or, once its migration has committed it to the
+	// destination, a change by its owner that the destination would never
+	// see.
+	ErrMigrating = errors.New("vgpu: VM is migrating")
 )
 
 func configError(format string, args ...any) error {

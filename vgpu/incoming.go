@@ -125,6 +125,9 @@ func (vm *VM) SaveDeviceStates() ([][]byte, error) {
 // undoes the ones restored before it, so on error the VM is as it was. Each
 // restored vGPU gets a new generation ID.
 func (vm *VM) Restore(states [][]byte) error {
+	if err := vm.held("restore"); err != nil {
+		return err
+	}
 	if vm.state != VMIncoming && vm.state != VMPaused && vm.state != VMStopped {
 		return vm.refuse("restore")
 	}
@@ -159,6 +162,7 @@ func (vm *VM) Restore(states [][]byte) error {
 		d.apply(decoded[i])
 	}
 	vm.state = VMPaused
+	vm.changes++
 	return nil
 }
 

@@ -93,8 +93,15 @@ type VM struct {
 
 	workload  Workload
 	wlStarted bool
-	throttle  float64
+	throttle  float64 // the owner's (SetThrottle), kept across migrations
 	env       Env
+
+	// A migration's hold on the VM (see MigrationClaim): its throttle cut,
+	// applied above the owner's while it lasts, and the owner's run-state
+	// changes counted so that a migration sees any made while it holds the
+	// VM stunned, however they net out.
+	claim   *MigrationClaim
+	changes uint64
 }
 
 // ID returns the VM's ID.

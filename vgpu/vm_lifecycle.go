@@ -55,8 +55,8 @@ func (vm *VM) startWorkload() error {
 	if vm.workload == nil {
 		return nil
 	}
-	if vm.throttle != 0 {
-		if err := vm.workload.SetThrottle(vm.throttle); err != nil {
+	if f := vm.EffectiveThrottle(); f != 0 {
+		if err := vm.workload.SetThrottle(f); err != nil {
 			return vm.hookError(vm.workload, "throttle", err)
 		}
 	}
@@ -75,9 +75,13 @@ func (vm *VM) startWorkload() error {
 // guest OS footprint is written at the first start, and the workload
 // starts.
 func (vm *VM) Start() error {
+	if err := vm.held("start"); err != nil {
+		return err
+	}
 	if vm.state != VMCreated && vm.state != VMStopped {
 		return vm.refuse("start")
 	}
+	vm.changes++
 	if !vm.booted && vm.footprint > 0 {
 		ps := int64(vm.ram.PageSize())
 		if err := vm.ram.FillMix(0, int((vm.footprint+ps-1)/ps), memory.MixRealistic()); err != nil {
@@ -97,7 +101,25 @@ func (vm *VM) Start() error {
 // Pause stuns the VM: its workload stops at once and its vGPUs' scheduler
 // tenants get no turns, but nothing is lost — queued GPU work, the
 // workload's state and every byte of memory stay as they are.
+//
+// On a migrating VM, a pause during pre-copy is kept: the destination
+// resumes the VM paused. One during the stun, where the VM is paused
+// already, is refused; a pause that follows a resume in the stun fails the
+// migration (see Changes), and the VM stays paused at the source.
 func (vm *VM) Pause() error {
+	if err := vm.held("pause"); err != nil {
+		return err
+	}
+	if vm.state == VMRunning {
+		// Counted before it is made: a pause that fails half-way has
+		// changed the VM too.
+		vm.changes++
+	}
+	return vm.pause()
+}
+
+// pause is Pause, for the owner and for a migration's claim alike.
+func (vm *VM) pause() error {
 	if vm.state != VMRunning {
 		return vm.refuse("pause")
 	}
@@ -114,7 +136,20 @@ func (vm *VM) Pause() error {
 }
 
 // Resume runs a paused VM again, including one restored from a checkpoint.
+// On a migrating VM, a resume during the stun fails the migration, which
+// leaves the VM at the source.
 func (vm *VM) Resume() error {
+	if err := vm.held("resume"); err != nil {
+		return err
+	}
+	if vm.state == VMPaused {
+		vm.changes++
+	}
+	return vm.resume()
+}
+
+// resume is Resume, for the owner and for a migration's claim alike.
+func (vm *VM) resume() error {
 	if vm.state != VMPaused {
 		return vm.refuse("resume")
 	}
@@ -130,9 +165,13 @@ func (vm *VM) Resume() error {
 // Stop powers the VM off: queued GPU work is dropped and the workload
 // stops; Start boots it again.
 func (vm *VM) Stop() error {
+	if err := vm.held("stop"); err != nil {
+		return err
+	}
 	if vm.state != VMRunning && vm.state != VMPaused {
 		return vm.refuse("stop")
 	}
+	vm.changes++
 	for _, d := range vm.devices {
 		if err := d.stop(); err != nil {
 			return err
@@ -169,26 +208,64 @@ func (vm *VM) Destroy() error {
 	vm.host.ramUsed -= vm.ramBytes
 	vm.host.remove(vm)
 	vm.state = VMDestroyed
+	// A migration's claim ends with the VM: there is nothing left to
+	// migrate, and its migration fails or has released it.
+	vm.claim = nil
 	return nil
 }
 
-// Throttle returns the fraction by which the VM's workload is slowed.
+// Throttle returns the VM's own throttle: the fraction its owner slowed
+// its workload by with SetThrottle. A migration's cut is not included (see
+// EffectiveThrottle), and a migration keeps the owner's throttle: the
+// destination applies it, and a failed migration leaves it.
 func (vm *VM) Throttle() float64 { return vm.throttle }
+
+// EffectiveThrottle returns the fraction by which the VM's workload is
+// slowed now: the larger of its owner's throttle and the cut of the
+// migration that holds it, if any.
+func (vm *VM) EffectiveThrottle() float64 {
+	if vm.claim != nil {
+		return max(vm.throttle, vm.claim.cut)
+	}
+	return vm.throttle
+}
 
 // SetThrottle slows the VM's workload by the fraction f in [0, 1): its
 // memory dirty rates and the rate at which it submits GPU work are cut to
-// 1-f of their configured values; 0 restores them. A migration uses it to
-// make pre-copy converge (stun during page send).
+// 1-f of their configured values; 0 restores them. It is the owner's
+// throttle; a migration cuts through its MigrationClaim instead (stun
+// during page send), above this one. Once a migration has committed the
+// VM to its destination the owner's throttle is refused with ErrMigrating.
 func (vm *VM) SetThrottle(f float64) error {
+	if err := vm.held("throttle"); err != nil {
+		return err
+	}
+	if vm.state == VMDestroyed {
+		// A migrated VM's source copy: the throttle belongs to the copy
+		// that lives on.
+		return vm.refuse("throttle")
+	}
 	if !(f >= 0 && f < 1) {
 		return configError("throttle %v outside [0, 1)", f)
 	}
+	eff := f
+	if vm.claim != nil {
+		eff = max(f, vm.claim.cut)
+	}
+	if err := vm.applyThrottle(eff); err != nil {
+		return err
+	}
+	vm.throttle = f
+	return nil
+}
+
+// applyThrottle hands the effective throttle f to the workload.
+func (vm *VM) applyThrottle(f float64) error {
 	if vm.workload != nil {
 		if err := vm.workload.SetThrottle(f); err != nil {
 			return vm.hookError(vm.workload, "throttle", err)
 		}
 	}
-	vm.throttle = f
 	return nil
 }
 

@@ -78,6 +78,14 @@
 // copy paused and unchanged and returns migrate.ErrInDoubt, so that there are
 // never two running copies.
 //
+// A VM has one migration at a time: a Send of a VM that another Send or a
+// simulated migration holds fails in PhaseSetup with migrate.ErrMigrating,
+// before it touches the VM or writes to the connections. Its owner's
+// changes follow migrate.Source's rules: one inside the stun fails the
+// migration with migrate.ErrSource, also when it shows first as the
+// destination hanging up (on a digest mismatch, say), and the commit
+// carries the owner's throttle as of the commit.
+//
 // Each side keeps its own migrate.Report on its own clock; the destination's
 // holds what it can see and what the hello declared (see migrate.Report), and the
 // digests it hashed from its own regions. Events, if SendConfig.Progress

@@ -118,6 +118,9 @@ func (s *sender) run() (*migrate.Report, error) {
 	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: fbs,
 		Devices: devices, DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
 	if err != nil {
+		s.cfg.Lock.Lock()
+		s.src.RollBack(false) // gives the VM's migration claim back
+		s.cfg.Lock.Unlock()
 		return nil, err
 	}
 	s.core = core

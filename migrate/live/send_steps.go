@@ -1,6 +1,7 @@
 package live
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +13,34 @@ import (
 
 // execute does what action a asks, on the connections, and returns the
 // Core's next action. Before the Core moves on, the VM is checked for
-// changes its owner made under the migration, by the simulator's rule.
+// changes its owner made under the migration, by the simulator's rule; a
+// step that fails is blamed on such a change first, if there was one.
 func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
+	next, err := s.step(a)
+	if err != nil {
+		err = s.blame(err)
+	}
+	return next, err
+}
+
+// blame returns the cause of err, a step's failure in the stun: the
+// source's own VM, if its owner changed it. An owner's write after the
+// final pages left makes the destination find a digest mismatch and hang
+// up, and the source then fails on the connection; the connection is not
+// what failed. After the commit the destination may run the VM, and the
+// failure stays the connection's (ErrInDoubt).
+func (s *sender) blame(err error) error {
+	if errors.Is(err, migrate.ErrSource) || !s.core.Phase().Stunned() || s.src.Committed() {
+		return err
+	}
+	if cerr := s.check(); cerr != nil {
+		return fmt.Errorf("%w (the step then failed: %v)", cerr, err)
+	}
+	return err
+}
+
+// step is execute's work, before blame.
+func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 	switch a.Kind {
 	case migrate.DoCopyRound:
 		return s.copyRound(a)
@@ -51,10 +78,18 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 			return a, fmt.Errorf("%w: the destination read %d bytes of stream, the source wrote %d", migrate.ErrStream, rd.StreamBytes, s.cw.Offset())
 		}
 	case migrate.DoResume:
-		if err := s.check(); err != nil {
+		// The last check, the owner's throttle the commit carries and the
+		// hold on the VM come in one instant under the host's lock: a
+		// change after it could not reach the destination, so the VM
+		// refuses its owner's changes from then on (vgpu.ErrMigrating).
+		var c commit
+		err := s.locked(func() (err error) {
+			c.Resume, c.Throttle, err = s.src.Commit()
+			return err
+		})
+		if err != nil {
 			return a, err
 		}
-		c := commit{Resume: s.src.WasRunning(), Throttle: s.src.PriorThrottle()}
 		if err := s.conv.write(msgCommit, c); err != nil {
 			return a, err
 		}
@@ -73,10 +108,7 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 		}
 		return s.core.Done(s.now()), nil
 	case migrate.DoRelease:
-		err := s.locked(func() error {
-			s.src.StopLogging()
-			return s.vm.Destroy()
-		})
+		err := s.locked(s.src.Release)
 		if err != nil {
 			// The VM is already the destination's: reported, not undone.
 			s.core.Notice("source release: " + err.Error())

@@ -326,6 +326,9 @@ func (w *Counter) Complete(*vgpu.Env, int, sched.Completion) error {
 	return nil
 }
 func (w *Counter) SetThrottle(f float64) error { w.throttle = f; return nil }
+
+// Throttle returns the throttle the VM last gave the workload.
+func (w *Counter) Throttle() float64 { return w.throttle }
 func (w *Counter) Metrics(from, to time.Duration) vgpu.Metrics {
 	return vgpu.Metrics{Workload: "counter", From: from, To: to}
 }
