@@ -2,8 +2,10 @@ package vgpu
 
 import "fmt"
 
-// MigrationClaim is a migration's hold on its VM at the source, from
-// ClaimMigration until Release. While it lasts:
+// MigrationClaim is a migration's hold on its VM, from ClaimMigration
+// until Release: at the source, and at a destination on the copy it
+// restored until the source's commit gives it the VM (Hold). While it
+// lasts:
 //   - nobody else can claim the VM, so a VM has at most one migration at a
 //     time whichever driver runs it;
 //   - the migration pauses, resumes and throttles the VM through the claim,
@@ -101,11 +103,22 @@ func (c *MigrationClaim) SetThrottle(f float64) error {
 // ErrMigrating until the claim is released. It returns the VM's owner's
 // throttle, which the destination applies.
 func (c *MigrationClaim) Commit() (float64, error) {
+	if err := c.Hold(); err != nil {
+		return 0, err
+	}
+	return c.vm.throttle, nil
+}
+
+// Hold refuses the owner's run-state and throttle changes with
+// ErrMigrating until the claim is released. A destination holds the copy
+// it restored so, until the source's commit makes the VM its own: a copy
+// resumed earlier would run beside the source's.
+func (c *MigrationClaim) Hold() error {
 	if !c.live() {
-		return 0, c.errEnded()
+		return c.errEnded()
 	}
 	c.committed = true
-	return c.vm.throttle, nil
+	return nil
 }
 
 // Release ends the claim: the migration's throttle cut is lifted, leaving

@@ -70,6 +70,39 @@ func TestLiveOwnerResumesDuringStun(t *testing.T) {
 	holdsNothing(t, dst)
 }
 
+// The destination's copy, restored and waiting for the commit, is held:
+// its host's owner can neither resume it (it would run beside the
+// source's) nor migrate it on; after the commit it is the owner's.
+func TestLiveDestinationCopyHeld(t *testing.T) {
+	src, dst := hostPair(t, memory.Sparse, 1)
+	vm := inferenceVM(t, src, "vm-h", "P40-1Q", 64*MiB, 16*MiB, tinyModel, 5)
+	var dstMu sync.Mutex
+	sc, dc := loopbackConns(t, 1)
+	var resumeErr, sourceErr error
+	watch := &readyWatcher{Conn: sc[0], onReady: func() {
+		dstMu.Lock()
+		defer dstMu.Unlock()
+		copyAt, ok := dst.VM("vm-h")
+		if !ok {
+			resumeErr = errors.New("no copy at the destination")
+			return
+		}
+		resumeErr = copyAt.Resume()
+		_, sourceErr = migrate.NewSource(copyAt)
+	}}
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{watch}, rws(dc), SendConfig{}, ReceiveConfig{Lock: &dstMu, Timeout: 5 * time.Second})
+	if !watch.fired || res.srcErr != nil || res.dstErr != nil {
+		t.Fatalf("ready seen %v; source %v; destination %v", watch.fired, res.srcErr, res.dstErr)
+	}
+	if !errors.Is(resumeErr, vgpu.ErrMigrating) || !errors.Is(sourceErr, migrate.ErrMigrating) {
+		t.Fatalf("before the commit: resume %v, a migration of the copy %v; want both refused as migrating", resumeErr, sourceErr)
+	}
+	if res.in.State() != vgpu.VMRunning || res.in.Migrating() {
+		t.Fatalf("after the commit the copy is %v, migrating %v; want running and the owner's", res.in.State(), res.in.Migrating())
+	}
+	must(t, res.in.Pause())
+}
+
 // readyWatcher calls onReady once the destination's ready message has been
 // read through it.
 type readyWatcher struct {

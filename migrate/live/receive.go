@@ -78,6 +78,7 @@ type receiver struct {
 	// handshake.
 	streamID [checkpoint.StreamIDSize]byte
 	handover migrate.Handover
+	claim    *vgpu.MigrationClaim // the restored copy's, until the commit
 	ctx      context.Context
 	start    time.Time
 	prog     reporter
@@ -144,6 +145,7 @@ func (r *receiver) run() error {
 		return err
 	}
 	r.cfg.Lock.Lock()
+	r.claim.Release()
 	err = r.in.SetThrottle(c.Throttle)
 	if err == nil && c.Resume {
 		err = r.in.Resume()
@@ -327,8 +329,16 @@ func (r *receiver) restore() error {
 		r.rep.DeviceStateBytes += int64(len(ds.Data))
 	}
 	r.cfg.Lock.Lock()
-	err = r.in.Restore(states)
-	r.cfg.Lock.Unlock()
+	defer r.cfg.Lock.Unlock()
+	if err := r.in.Restore(states); err != nil {
+		return wrap(migrate.ErrDestination, err)
+	}
+	// Restored, the copy is paused and could be resumed by this host's
+	// owner: held until the commit, it cannot run beside the source's,
+	// nor be migrated on.
+	if r.claim, err = r.in.ClaimMigration(); err == nil {
+		err = r.claim.Hold()
+	}
 	return wrap0(migrate.ErrDestination, err)
 }
 
