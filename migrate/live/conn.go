@@ -27,6 +27,7 @@ import (
 // told apart from a refusal of the stream.
 type timedConn struct {
 	rw      io.ReadWriter
+	conn    io.ReadWriter // the connection as given, which close closes
 	timeout time.Duration
 	rd      interface{ SetReadDeadline(time.Time) error }
 	wdl     interface{ SetWriteDeadline(time.Time) error }
@@ -42,13 +43,14 @@ type timedConn struct {
 }
 
 func newTimedConn(rw io.ReadWriter, timeout time.Duration, minRate int64) *timedConn {
-	c := &timedConn{rw: rw, timeout: timeout, minRate: minRate}
+	c := &timedConn{rw: rw, conn: rw, timeout: timeout, minRate: minRate}
 	c.setConn(rw)
 	return c
 }
 
 // setConn swaps the connection under c for rw, the same connection read
-// ahead.
+// ahead. Only the goroutine that reads and writes c calls it; close, which
+// a cancel calls from another, closes the connection as given.
 func (c *timedConn) setConn(rw io.ReadWriter) {
 	c.rw = rw
 	c.rd, _ = rw.(interface{ SetReadDeadline(time.Time) error })
@@ -142,7 +144,7 @@ func (c *timedConn) failed() error {
 
 // close closes the connection if it can be closed.
 func (c *timedConn) close() {
-	if cl, ok := c.rw.(io.Closer); ok {
+	if cl, ok := c.conn.(io.Closer); ok {
 		_ = cl.Close()
 	}
 }
