@@ -320,8 +320,14 @@ func (c *Core) UpdateCosts(costs StunCosts, stunLatency time.Duration) error {
 func (c *Core) SetDestination(name string) { c.cfg.Destination = name }
 
 // Notice records something the migration met and went on from, as a
-// Notice event.
-func (c *Core) Notice(detail string) { c.emit(Event{Kind: Notice, Round: -1, Detail: detail}) }
+// Notice event at the time of the last event.
+func (c *Core) Notice(detail string) { c.noticeAt(c.lastAt(), detail) }
+
+// noticeAt records a Notice event at now, for a driver whose clock is the
+// Core's (the simulator's).
+func (c *Core) noticeAt(now time.Duration, detail string) {
+	c.emitAt(now, Event{Kind: Notice, Round: -1, Detail: detail})
+}
 
 // Commit records that the source told the destination to resume the VM:
 // a failure from here on leaves the outcome in doubt (see Handover). A

@@ -33,10 +33,26 @@
 // duration from the caller's own clock, Migration.Run or Sim.Run to the end
 // — and the Sim advances every host it knows by exactly that time, so the
 // VMs' workloads keep writing memory while it is copied. Migrate does all
-// of it in one call. The simulated mode never reads the wall clock and
-// starts no goroutine of its own: it runs on the caller's goroutine, its
-// copy engine with one worker, and the same hosts and calls give the same
-// events, reports and stream bytes on every machine, whatever GOMAXPROCS.
+// of it in one call.
+//
+// Each event is returned once, to whichever call asks first: Sim.Step,
+// Advance and Run return those of every migration, Migration.Step and Run
+// only their own migration's. An event waits in the Sim until then and the
+// Sim keeps nothing of it afterwards (the Migration keeps its own, in
+// Events and Report), so a Sim that runs migration after migration, each
+// by its own Run, holds no event between them however many it runs.
+// Events nobody asks for, such as those of a migration that ended while
+// another one's Run drove the Sim, wait until its Step or Run, or the
+// Sim's, takes them; Sim.Pending counts them. The Sim returns events in
+// the order they happened, which is their time order: one Sim.Step after
+// another, the events come with nondecreasing At, never later than Now.
+// Who takes an event changes nothing simulated: the same calls moving time
+// give the same events.
+//
+// The simulated mode never reads the wall clock and starts no goroutine
+// of its own: it runs on the caller's goroutine, its copy engine with one
+// worker, and the same hosts and calls give the same events, reports and
+// stream bytes on every machine, whatever GOMAXPROCS.
 //
 // # The steps
 //

@@ -92,7 +92,7 @@ func (m *Migration) stall() {
 	m.transferring = false
 	m.ls.share.start(m.flow, 0, 0)
 	m.setTimer(m.sim.now + m.cfg.Timeout)
-	m.core.Notice(fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout))
+	m.core.noticeAt(m.sim.now, fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout))
 	m.publish()
 }
 

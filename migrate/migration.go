@@ -41,7 +41,8 @@ type Migration struct {
 	handedOver bool
 	srcBase    time.Duration // source host's clock minus the Sim's
 	dstBase    time.Duration
-	seen       int // events returned by Step
+	published  int  // events queued in the Sim
+	taken      *int // events returned, by Step or by the Sim's; shared with the Sim's queue
 }
 
 // Migrate moves vm to dst in a Sim of its own and returns the report. It
@@ -129,7 +130,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	s.AddHost(dst)
 	m := &Migration{
 		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst, ls: ls,
-		srcBase: srcHost.Now() - s.now, dstBase: dst.Now() - s.now, devices: len(vm.VGPUs()),
+		srcBase: srcHost.Now() - s.now, dstBase: dst.Now() - s.now, devices: len(vm.VGPUs()), taken: new(int),
 	}
 	m.srcRegs = src.Regions()
 	m.dstRegs = append([]*memory.Region{in.RAM()}, in.Framebuffers()...)
@@ -189,11 +190,14 @@ func (m *Migration) Done() bool { return m.core.Ended() }
 // Events returns the migration's events so far.
 func (m *Migration) Events() []Event { return append([]Event(nil), m.core.history...) }
 
-// Step advances the Sim to this migration's next event and returns it; it
-// returns false once the migration has ended and every event was returned.
-// Other migrations in the Sim move on with it.
+// Step returns this migration's earliest event not yet returned, by it or
+// by the Sim's Step, Advance or Run (see Sim), advancing the Sim to the
+// migration's next event if none is waiting; the Sim holds the event no
+// more. It returns false once the migration has ended and every event of
+// it was returned. Other migrations in the Sim move on with it, and their
+// events wait in the Sim for their own Step or the Sim's.
 func (m *Migration) Step() (Event, bool, error) {
-	for m.seen == len(m.core.history) {
+	for *m.taken == len(m.core.history) {
 		if m.Done() {
 			return Event{}, false, nil
 		}
@@ -201,13 +205,16 @@ func (m *Migration) Step() (Event, bool, error) {
 			return Event{}, false, err
 		}
 	}
-	e := m.core.history[m.seen]
-	m.seen++
+	m.publish()
+	e := m.core.history[*m.taken]
+	*m.taken++
+	m.sim.took()
 	return e, true, nil
 }
 
 // Run steps the migration to its end and returns its report, and its error
-// if it failed.
+// if it failed. The events it steps past are returned to no one else: the
+// Sim holds none of them afterwards, and Events and the report keep them.
 func (m *Migration) Run() (*Report, error) {
 	for {
 		_, ok, err := m.Step()

@@ -15,10 +15,11 @@ import (
 
 func (m *Migration) setTimer(at time.Duration) { m.timerAt, m.timerSet = at, true }
 
-// publish hands the Core's new events to the Sim's queue.
+// publish has the Sim hold the Core's new events until they are returned.
 func (m *Migration) publish() {
 	for _, e := range m.core.Events() {
-		m.sim.emit(e)
+		m.sim.enqueue(e, m.published, m.taken)
+		m.published++
 	}
 }
 
@@ -238,7 +239,7 @@ func (m *Migration) release() {
 	if err := m.src.Release(); err != nil {
 		// The VM is already the destination's; a source that cannot
 		// release it is reported, not undone.
-		m.core.Notice("source release: " + err.Error())
+		m.core.noticeAt(m.sim.now, "source release: "+err.Error())
 	}
 }
 

@@ -27,6 +27,17 @@ type SimConfig struct {
 // Sim moves on, so the VMs' workloads run while their memory is copied.
 // Once a host is in a Sim, advance it only through the Sim.
 //
+// Every event is returned once, to whichever asks first: Sim.Step,
+// Advance or Run, which return the events of every migration, or its
+// migration's Step or Run, which return only that migration's. Until then
+// it waits in the Sim (Pending counts them); once returned, the Sim holds
+// nothing of it, and the migration keeps its own in Events and its Report.
+// A Sim whose migrations are each run by their own Run, one after another,
+// holds no event between them however many it runs. An event's At is the
+// Sim's time when it happened, and the Sim hands events out in the order
+// they happened: one Sim.Step after another, and within each Advance and
+// Run, the events come in time order.
+//
 // A Sim is not safe for concurrent use and starts no goroutines. Given the
 // same hosts, configurations and calls, it produces the same events,
 // reports and stream bytes on every machine.
@@ -38,7 +49,18 @@ type Sim struct {
 	active []*Migration
 	nextID int
 	costs  costTables
-	queue  []Event // events produced but not yet returned by Step
+	queue  []queued // events not yet returned, in the order they happened
+	stale  int      // entries of queue whose event a migration's Step took
+}
+
+// queued is an event waiting in the Sim, the i-th of its migration's. Its
+// entry is stale once the migration's Step took it (i < *taken). It holds
+// the count, not the migration, so that an event nobody takes keeps only
+// itself.
+type queued struct {
+	e     Event
+	i     int
+	taken *int // the migration's events returned
 }
 
 // linkState is one link and the flows that share it.
@@ -82,8 +104,14 @@ func (s *Sim) Hosts() []*vgpu.Host { return slices.Clone(s.hosts) }
 // Active returns the migrations under way, in the order they started.
 func (s *Sim) Active() []*Migration { return slices.Clone(s.active) }
 
-// Idle reports whether no migration is under way.
-func (s *Sim) Idle() bool { return len(s.active) == 0 && len(s.queue) == 0 }
+// Idle reports whether no migration is under way and every event has been
+// returned.
+func (s *Sim) Idle() bool { return len(s.active) == 0 && s.Pending() == 0 }
+
+// Pending returns the number of events that happened and that neither
+// Sim.Step, Advance or Run nor their migration's Step or Run has returned
+// yet: all the Sim holds of events.
+func (s *Sim) Pending() int { return len(s.queue) - s.stale }
 
 func (s *Sim) link(l Link) (*linkState, error) {
 	for _, ls := range s.links {
@@ -124,7 +152,44 @@ func (s *Sim) busy(h *vgpu.Host) int {
 	return n
 }
 
-func (s *Sim) emit(e Event) { s.queue = append(s.queue, e) }
+// enqueue has the Sim hold e, the i-th event of the migration whose count
+// of events returned is taken, until it is returned.
+func (s *Sim) enqueue(e Event, i int, taken *int) { s.queue = append(s.queue, queued{e, i, taken}) }
+
+// pop returns the earliest event nobody has taken, and takes it, or false.
+func (s *Sim) pop() (Event, bool) {
+	for len(s.queue) > 0 {
+		q := s.queue[0]
+		s.queue[0] = queued{} // the Sim keeps nothing of a returned event
+		s.queue = s.queue[1:]
+		if q.i < *q.taken {
+			s.stale--
+			continue
+		}
+		// A migration's events are queued in order, so the first of
+		// its entries not taken is its next event.
+		*q.taken = q.i + 1
+		s.tidy()
+		return q.e, true
+	}
+	return Event{}, false
+}
+
+// took records that a migration's own Step took an event still queued.
+func (s *Sim) took() {
+	s.stale++
+	s.tidy()
+}
+
+// tidy drops the stale entries once they are more than half the queue, so
+// that the queue never holds more than twice the events nobody took, and
+// each entry costs amortized constant time.
+func (s *Sim) tidy() {
+	if 2*s.stale > len(s.queue) {
+		s.queue = slices.DeleteFunc(s.queue, func(q queued) bool { return q.i < *q.taken })
+		s.stale = 0
+	}
+}
 
 // errNoEvent is returned by next when nothing is scheduled.
 var errNoEvent = errors.New("migrate: no event")
@@ -220,23 +285,25 @@ func (s *Sim) step(limit time.Duration) error {
 	return nil
 }
 
-// Step advances simulated time to the next event of any migration and
-// returns it. With no migration under way it returns false.
+// Step returns the earliest event of any migration not yet returned (see
+// Sim), advancing simulated time to the next event if none is waiting.
+// With no migration under way and no event waiting it returns false.
 func (s *Sim) Step() (Event, bool, error) {
-	for len(s.queue) == 0 {
+	for {
+		if e, ok := s.pop(); ok {
+			return e, true, nil
+		}
 		if err := s.step(maxTime); err == errNoEvent {
 			return Event{}, false, nil
 		} else if err != nil {
 			return Event{}, false, err
 		}
 	}
-	e := s.queue[0]
-	s.queue = s.queue[1:]
-	return e, true, nil
 }
 
 // Advance moves simulated time on by d, handling every event on the way,
-// and returns those events. Hosts are advanced by exactly d.
+// and returns the events not yet returned, in time order: those that
+// waited and those of the way. Hosts are advanced by exactly d.
 func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("%w: negative duration %v", ErrConfig, d)
@@ -262,7 +329,8 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 	return s.drain(), nil
 }
 
-// Run advances until no migration is under way and returns the events.
+// Run advances until no migration is under way and returns the events not
+// yet returned, in time order.
 func (s *Sim) Run() ([]Event, error) {
 	var all []Event
 	for {
@@ -274,10 +342,16 @@ func (s *Sim) Run() ([]Event, error) {
 	}
 }
 
+// drain returns every event waiting, and takes them.
 func (s *Sim) drain() []Event {
-	q := s.queue
-	s.queue = nil
-	return q
+	var out []Event
+	for {
+		e, ok := s.pop()
+		if !ok {
+			return out
+		}
+		out = append(out, e)
+	}
 }
 
 func (s *Sim) remove(m *Migration) {
