@@ -29,7 +29,9 @@ import (
 
 // mitmMessages are the protocol's messages in the order they cross the
 // wire; "stream" is the checkpoint stream's first record, its metadata.
-var mitmMessages = []string{"offer", "challenge", "hello", "accept", "stream", "ready", "commit", "resumed"}
+// "refuse" is the destination's answer to a hello it turns down, in a
+// migration of its own.
+var mitmMessages = []string{"offer", "challenge", "hello", "accept", "stream", "ready", "commit", "resumed", "refuse"}
 
 // fromSource says which way each message goes.
 var fromSource = map[string]bool{"offer": true, "hello": true, "stream": true, "commit": true}
@@ -152,6 +154,7 @@ func (m *mitm) forge(name string, b []byte) []byte {
 		"accept":  `{"host":"mallory"}`,
 		"commit":  `{"resume":true,"throttle":0}`,
 		"resumed": `{"running":true,"throttle":0}`,
+		"refuse":  `{"code":"busy","message":"forged"}`,
 	}
 	switch name {
 	case "offer":
@@ -183,7 +186,8 @@ var (
 const mitmOwnerThrottle = 0.25
 
 // mitmRun migrates a fresh small VM, running under its owner's throttle,
-// through m, and returns what both ends did.
+// through m, and returns what both ends did. The destination refuses it,
+// if m's target is the refusal, for batches larger than it takes.
 func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu.VM, dst *vgpu.Host, res liveResult) {
 	t.Helper()
 	src, dst := hostPair(t, memory.Sparse, 1)
@@ -200,6 +204,9 @@ func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu
 	go func() { defer wg.Done(); m.relay(mD, mS, false) }()
 	scfg := SendConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
 	rcfg := ReceiveConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
+	if m.target == "refuse" {
+		rcfg.MaxBatchBytes = 4 << 10
+	}
 	res = liveMigrate(context.Background(), vm, dst, []io.ReadWriter{sEnd}, []io.ReadWriter{dEnd}, scfg, rcfg)
 	for _, c := range []net.Conn{sEnd, mS, mD, dEnd} {
 		c.Close()
@@ -215,14 +222,19 @@ func TestWireMatrix(t *testing.T) {
 	if raceEnabled {
 		timeout = time.Second
 	}
-	// Two clean migrations give the messages to replay (same key) and to
-	// forge the stream with (another key).
+	// Two clean migrations, and a refused one, give the messages to
+	// replay (same key) and to forge the stream with (another key).
 	reference := func(key []byte) map[string][]byte {
 		m := &mitm{act: mitmPass}
 		_, _, res := mitmRun(t, m, key, timeout)
 		if res.srcErr != nil || res.dstErr != nil {
 			t.Fatalf("a clean migration: source %v, destination %v", res.srcErr, res.dstErr)
 		}
+		refused := &mitm{target: "refuse", act: mitmPass}
+		if _, _, res := mitmRun(t, refused, key, timeout); !errors.Is(res.srcErr, migrate.ErrRefused) {
+			t.Fatalf("a refused migration: source %v", res.srcErr)
+		}
+		m.seen["refuse"] = refused.seen["refuse"]
 		for _, name := range mitmMessages {
 			if m.seen[name] == nil {
 				t.Fatalf("the man in the middle never saw %s", name)
