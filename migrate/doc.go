@@ -92,6 +92,13 @@
 // stays at the source as its owner left it. From the commit on, the
 // owner's changes are refused (vgpu.ErrMigrating).
 //
+// Who may run the VM is each end's Handover, the commit rule: the source
+// until it sends the commit, the destination once it has read it. A live
+// source that sent the commit and heard no acknowledgement keeps its copy
+// paused and returns ErrInDoubt, so that the VM never runs twice and is
+// never lost; a simulated migration's resume and acknowledgement are one
+// step, and it is never in doubt.
+//
 // A simulator can make migrations fail as real ones do:
 // Migration.Inject drops or stalls a migration's link, or has its
 // destination refuse or die (a Fault), and Sim.FailLink drops or stalls
