@@ -235,9 +235,13 @@ func (c *Core) Done(now time.Duration) Action {
 		c.enter(now, PhaseResume, PhaseStarted, "starting the VM at the destination")
 		return Action{Kind: DoResume}
 	case PhaseResume:
-		// The destination acknowledged. A simulated migration has no
-		// commit message: its resume and acknowledgement are one step.
-		c.handover.holder = HeldByDestination
+		// The destination acknowledged. A simulated migration sends no
+		// commit message: its resume is the commit, and its
+		// acknowledgement comes in the same step.
+		if c.handover.Holder() == HeldBySource {
+			_ = c.handover.CommitSent()
+		}
+		_ = c.handover.Acknowledged()
 		c.enter(now, PhaseRelease, PhaseStarted, "destination acknowledged the resume; releasing the source")
 		return Action{Kind: DoRelease}
 	case PhaseRelease:

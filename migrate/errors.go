@@ -63,9 +63,11 @@ var (
 	// ErrInDoubt reports a live migration whose source told the
 	// destination to resume and then lost the connection before the
 	// destination acknowledged: the VM may run there. The source keeps
-	// its copy paused and unchanged, so that there are never two running
-	// copies; whoever manages the hosts asks the destination and resumes
-	// or destroys it.
+	// its copy paused, unchanged and held — its owner's changes, Destroy
+	// included, are refused with vgpu.ErrMigrating — so that there are
+	// never two running copies and never none; whoever manages the hosts
+	// asks the destination and calls vgpu.VM.ResolveMigration, which
+	// destroys the copy or gives it back to its owner.
 	ErrInDoubt = errors.New("migrate: outcome in doubt")
 )
 

@@ -311,24 +311,29 @@ func (s *Source) Release() error {
 		return errNoSource
 	}
 	s.StopLogging()
-	defer s.claim.Release()
 	if s.vm.State() == vgpu.VMDestroyed {
+		s.claim.Release()
 		return nil
 	}
-	return s.vm.Destroy()
+	return s.claim.Destroy()
 }
 
 // RollBack leaves the VM as it was before the migration: dirty logging
 // off, the migration's throttle cut gone (its owner's throttle stays, as
 // the owner last set it), its claim dropped, and resumed if the stun
 // paused it — unless its owner changed its run state since (it stays as
-// the owner left it), or the outcome is in doubt, when it stays paused so
-// that there are never two running copies.
+// the owner left it). If the outcome is in doubt the VM stays paused and
+// held: its owner's changes are refused (vgpu.ErrMigrating) until
+// vgpu.VM.ResolveMigration says whether the destination runs it, so that
+// there are never two running copies and never none.
 func (s *Source) RollBack(inDoubt bool) {
 	if !s.ok() {
 		return
 	}
 	s.StopLogging()
+	if inDoubt && s.committed {
+		return
+	}
 	defer s.claim.Release()
 	if s.vm.State() != vgpu.VMPaused || !s.pausedByUs || inDoubt || s.vm.Changes() != s.stunAt {
 		return

@@ -190,6 +190,14 @@ func (vm *VM) Stop() error {
 // memory scrubbed and released. At a migration's source this releases the
 // VM; at a destination it is the abort.
 func (vm *VM) Destroy() error {
+	if err := vm.held("destroy"); err != nil {
+		return err
+	}
+	return vm.destroy()
+}
+
+// destroy is Destroy, for the owner and for a migration's claim alike.
+func (vm *VM) destroy() error {
 	if vm.state == VMDestroyed {
 		return vm.refuse("destroy")
 	}

@@ -121,6 +121,37 @@ func (c *MigrationClaim) Hold() error {
 	return nil
 }
 
+// Destroy destroys the VM for the migration, held or not, and ends the
+// claim: at the source once the destination has taken the VM over, at a
+// destination that gives up the copy it held.
+func (c *MigrationClaim) Destroy() error {
+	if !c.live() {
+		return c.errEnded()
+	}
+	c.vm.claim = nil
+	return c.vm.destroy()
+}
+
+// ResolveMigration ends the hold of a migration whose outcome was left in
+// doubt (the source sent its commit and never heard back: package
+// migrate's ErrInDoubt). The source's copy stays paused and refuses its
+// owner's changes, Destroy included, until whoever manages the hosts has
+// asked the destination whether it runs the VM: if it does, destinationRuns
+// true destroys this copy; if not, false gives it back to its owner,
+// paused, to resume. A VM held by no migration, or by one that has not
+// committed it, is refused with ErrConfig.
+func (vm *VM) ResolveMigration(destinationRuns bool) error {
+	c := vm.claim
+	if c == nil || !c.committed {
+		return configError("VM %q has no migration in doubt to resolve", vm.id)
+	}
+	if destinationRuns {
+		return c.Destroy()
+	}
+	c.Release()
+	return nil
+}
+
 // Release ends the claim: the migration's throttle cut is lifted, leaving
 // the owner's, and the VM can be claimed again. Releasing twice, or after
 // the VM was destroyed, does nothing.

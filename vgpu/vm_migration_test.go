@@ -108,3 +108,37 @@ func TestMigrationClaim(t *testing.T) {
 	}
 	c.Release()
 }
+
+// A migration in doubt holds its VM, Destroy included, until
+// ResolveMigration says where the VM runs: destroyed here if the
+// destination runs it, given back paused otherwise.
+func TestResolveMigration(t *testing.T) {
+	for _, destinationRuns := range []bool{true, false} {
+		vm, _ := claimVM(t)
+		if err := vm.ResolveMigration(false); !errors.Is(err, ErrConfig) {
+			t.Fatalf("resolving a VM no migration holds: %v", err)
+		}
+		c, err := vm.ClaimMigration()
+		must(t, err)
+		if err := vm.ResolveMigration(true); !errors.Is(err, ErrConfig) || vm.State() == VMDestroyed {
+			t.Fatalf("resolving a claim that never committed: %v, VM %v", err, vm.State())
+		}
+		must(t, c.Pause())
+		_, err = c.Commit()
+		must(t, err)
+		for op, f := range map[string]func() error{"resume": vm.Resume, "destroy": vm.Destroy, "stop": vm.Stop} {
+			if err := f(); !errors.Is(err, ErrMigrating) {
+				t.Fatalf("%s of a held VM: %v", op, err)
+			}
+		}
+		must(t, vm.ResolveMigration(destinationRuns))
+		switch {
+		case destinationRuns && vm.State() != VMDestroyed:
+			t.Fatalf("the destination runs it, and this copy is %v", vm.State())
+		case !destinationRuns && (vm.State() != VMPaused || vm.Migrating()):
+			t.Fatalf("given back: %v, migrating %v", vm.State(), vm.Migrating())
+		case !destinationRuns:
+			must(t, vm.Resume())
+		}
+	}
+}

@@ -37,27 +37,37 @@ type sessionKeys struct {
 	stream                      []byte // the checkpoint stream's key
 }
 
+// noKey is the secret of a migration without a key: a fixed one, not an
+// empty one, which FIPS 140-only mode refuses.
+var noKey = sha256.Sum256([]byte("vgpusim live: no key"))
+
 // deriveKeys derives a migration's keys from the shared key (nil for
 // none) and both ends' nonces.
-func deriveKeys(key []byte, sourceNonce, destNonce *[nonceBytes]byte) sessionKeys {
+func deriveKeys(key []byte, sourceNonce, destNonce *[nonceBytes]byte) (sessionKeys, error) {
+	if key == nil {
+		key = noKey[:]
+	}
 	salt := make([]byte, 0, 2*nonceBytes)
 	salt = append(append(salt, sourceNonce[:]...), destNonce[:]...)
 	prk, err := hkdf.Extract(sha256.New, key, salt)
 	if err != nil {
-		panic(err) // HKDF-SHA-256 extracts from any secret and salt
+		return sessionKeys{}, fmt.Errorf("%w: deriving the migration's keys: %v", migrate.ErrConfig, err)
 	}
-	expand := func(info string, n int) []byte {
-		k, err := hkdf.Expand(sha256.New, prk, info, n)
-		if err != nil {
-			panic(err) // n is far below HKDF-SHA-256's limit of 8160 bytes
+	var keys sessionKeys
+	for _, k := range []struct {
+		dst  *[]byte
+		info string
+		n    int
+	}{
+		{&keys.fromSource, "vgpusim live 2: source control", sha256.Size},
+		{&keys.fromDestination, "vgpusim live 2: destination control", sha256.Size},
+		{&keys.stream, "vgpusim live 2: stream", checkpoint.KeySize},
+	} {
+		if *k.dst, err = hkdf.Expand(sha256.New, prk, k.info, k.n); err != nil {
+			return sessionKeys{}, fmt.Errorf("%w: deriving the migration's keys: %v", migrate.ErrConfig, err)
 		}
-		return k
 	}
-	return sessionKeys{
-		fromSource:      expand("vgpusim live 2: source control", sha256.Size),
-		fromDestination: expand("vgpusim live 2: destination control", sha256.Size),
-		stream:          expand("vgpusim live 2: stream", checkpoint.KeySize),
-	}
+	return keys, nil
 }
 
 // newNonce draws a nonce from r, or from the system's secure random
@@ -101,8 +111,17 @@ func (t *transcript) keyed(keys sessionKeys, e migrate.End) {
 }
 
 // tag is the tag under key of the conversation so far.
-func (t *transcript) tag(key []byte) []byte {
+func (t *transcript) tag(key []byte) []byte { return t.labelled(key, "") }
+
+// labelled is an HMAC under key of label, then the conversation so far:
+// with a label, a value of this conversation that no message's tag
+// (label "") can be taken for.
+func (t *transcript) labelled(key []byte, label string, more ...[]byte) []byte {
 	m := hmac.New(sha256.New, key)
+	m.Write([]byte(label))
+	for _, b := range more {
+		m.Write(b)
+	}
 	m.Write(t.h.Sum(nil))
 	return m.Sum(nil)
 }
@@ -111,15 +130,11 @@ func (t *transcript) tag(key []byte) []byte {
 // drawn from the conversation up to the hello, which binds the hello and
 // both nonces into the stream's header.
 func (t *transcript) streamID(caller uint64) [checkpoint.StreamIDSize]byte {
-	sum := t.tag(t.keys.fromSource)
+	sum := t.labelled(t.keys.fromSource, "stream id")
 	return migrate.StreamID(caller, binary.LittleEndian.Uint64(sum[:8]))
 }
 
 // bindTag is the tag that binds extra connection i to the migration.
 func (t *transcript) bindTag(i int) []byte {
-	m := hmac.New(sha256.New, t.keys.fromSource)
-	m.Write([]byte("connection"))
-	m.Write(binary.LittleEndian.AppendUint32(nil, uint32(i)))
-	m.Write(t.h.Sum(nil))
-	return m.Sum(nil)
+	return t.labelled(t.keys.fromSource, "connection", binary.LittleEndian.AppendUint32(nil, uint32(i)))
 }

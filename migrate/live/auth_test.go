@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +24,9 @@ import (
 var authKey = bytes.Repeat([]byte{0x6b}, checkpoint.KeySize)
 
 // authRecord migrates a fresh small VM under key, each end drawing its
-// nonce as it does by default, and returns what the source sent.
-func authRecord(t *testing.T, key []byte) []byte {
+// nonce as it does by default (or, replayable, the fixed ones), and
+// returns what the source sent.
+func authRecord(t *testing.T, key []byte, replay bool) []byte {
 	t.Helper()
 	src, dst := hostPair(t, memory.Sparse, 1)
 	vm, err := src.CreateVM(vgpu.VMSpec{ID: "auth", Seed: 0xa11, RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
@@ -35,8 +38,11 @@ func authRecord(t *testing.T, key []byte) []byte {
 		io.Reader
 		io.Writer
 	}{sc[0], io.MultiWriter(sc[0], &sent)}
-	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc),
-		SendConfig{EncryptionKey: key, DigestWorkers: 1}, ReceiveConfig{EncryptionKey: key, DigestWorkers: 1})
+	scfg, rcfg := SendConfig{EncryptionKey: key, DigestWorkers: 1}, ReceiveConfig{EncryptionKey: key, DigestWorkers: 1}
+	if replay {
+		scfg, rcfg = replayable(scfg, rcfg)
+	}
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc), scfg, rcfg)
 	if res.srcErr != nil || res.dstErr != nil {
 		t.Fatalf("recording: source %v, destination %v", res.srcErr, res.dstErr)
 	}
@@ -54,7 +60,7 @@ func authStreamStart(sent []byte) int {
 // another nonce, so the recording's tags are not this migration's. It
 // reserves nothing.
 func TestReplayRefused(t *testing.T) {
-	sent := authRecord(t, authKey)
+	sent := authRecord(t, authKey, false)
 	_, third := hostPair(t, memory.Sparse, 1)
 	in, rep, err := Receive(context.Background(), third, []io.ReadWriter{hostileConn{bytes.NewReader(sent)}},
 		ReceiveConfig{EncryptionKey: authKey, DigestWorkers: 1, Timeout: 5 * time.Second})
@@ -72,7 +78,7 @@ func TestReplayRefused(t *testing.T) {
 // key and nonce: their streams' ids differ, and so do the sealed metadata
 // records, although both hold the same bytes in the clear.
 func TestNoNonceReuse(t *testing.T) {
-	a, b := authRecord(t, authKey), authRecord(t, authKey)
+	a, b := authRecord(t, authKey, false), authRecord(t, authKey, false)
 	ha, hb := authStreamStart(a), authStreamStart(b)
 	idA, idB := a[ha+16:ha+32], b[hb+16:hb+32]
 	if bytes.Equal(idA, idB) {
@@ -98,7 +104,12 @@ func TestNoNonceReuse(t *testing.T) {
 	}
 	// The key schedule itself: other nonces, other keys, every one.
 	n1, n2 := replaySourceNonce, replayDestNonce
-	k1, k2, k3 := deriveKeys(authKey, n1, n2), deriveKeys(authKey, n2, n1), deriveKeys(authKey, n1, n2)
+	derive := func(a, b *[nonceBytes]byte) sessionKeys {
+		k, err := deriveKeys(authKey, a, b)
+		must(t, err)
+		return k
+	}
+	k1, k2, k3 := derive(n1, n2), derive(n2, n1), derive(n1, n2)
 	if bytes.Equal(k1.stream, k2.stream) || bytes.Equal(k1.fromSource, k2.fromSource) || !bytes.Equal(k1.stream, k3.stream) {
 		t.Fatal("the keys do not follow the nonces")
 	}
@@ -109,23 +120,29 @@ func TestNoNonceReuse(t *testing.T) {
 }
 
 // Every bit of the hello flipped, with a key and without: the destination
-// refuses it before it reads a field or reserves anything.
+// refuses it before it reads a field or reserves anything. The destination
+// draws the nonce the recording's did, so the hello as it was sent passes
+// (and the destination then waits for a stream that never comes): every
+// refusal is the flip's.
 func TestHelloCorruption(t *testing.T) {
 	for _, key := range [][]byte{nil, authKey} {
-		sent := authRecord(t, key)
+		sent := authRecord(t, key, true)
 		hs, he := offerBytes, authStreamStart(sent)
 		_, dst := hostPair(t, memory.Sparse, 1)
-		// The destination draws a nonce of its own, as it does by
-		// default: a flipped hello fails its tag as the unflipped one
-		// would (a replay, TestReplayRefused); what this test checks is
-		// that no flip gets further, whatever field it lands in.
+		receive := func(data []byte) (*vgpu.VM, *migrate.Report, error) {
+			_, cfg := replayable(SendConfig{}, ReceiveConfig{EncryptionKey: key, DigestWorkers: 1, Timeout: 5 * time.Second})
+			return Receive(context.Background(), dst, []io.ReadWriter{hostileConn{bytes.NewReader(data)}}, cfg)
+		}
+		if in, rep, err := receive(sent[:he]); in != nil || rep.VM != "auth" || errors.Is(err, migrate.ErrAuthentication) {
+			t.Fatalf("the hello as sent: VM %v, the hello's VM %q, error %v; want it read, then the stream missing", in, rep.VM, err)
+		}
+		holdsNothing(t, dst)
 		flips, auth := 0, 0
 		for i := hs; i < he; i++ {
 			for bit := range 8 {
 				data := bytes.Clone(sent[:he])
 				data[i] ^= 1 << bit
-				in, rep, err := Receive(context.Background(), dst, []io.ReadWriter{hostileConn{bytes.NewReader(data)}},
-					ReceiveConfig{EncryptionKey: key, DigestWorkers: 1, Timeout: 5 * time.Second})
+				in, rep, err := receive(data)
 				flips++
 				if in != nil || err == nil || rep.VM != "" {
 					t.Fatalf("byte %d bit %d: VM %v, error %v, the hello's VM %q read", i, bit, in, err, rep.VM)
@@ -169,6 +186,59 @@ func TestStrictDecoding(t *testing.T) {
 		if err := decodeStrict([]byte(body), &h); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// decodeStrict knows plain fields only: a tag option (omitempty, string),
+// a "-" or an embedded struct in a message would make it refuse good
+// messages or pass bad ones. Every message type keeps to plain fields.
+func TestMessagesHavePlainFields(t *testing.T) {
+	var check func(reflect.Type)
+	check = func(ty reflect.Type) {
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			tag := f.Tag.Get("json")
+			if f.Anonymous || strings.Contains(tag, ",") || tag == "-" || !f.IsExported() {
+				t.Errorf("%v.%s: embedded, unexported or tagged %q: decodeStrict does not know it", ty, f.Name, tag)
+			}
+			switch f.Type.Kind() {
+			case reflect.Struct:
+				check(f.Type)
+			case reflect.Bool, reflect.Int, reflect.Int64, reflect.Uint8, reflect.Uint64, reflect.Float64, reflect.String:
+			case reflect.Slice:
+				if f.Type.Elem().Kind() != reflect.String {
+					t.Errorf("%v.%s: a slice of %v: decodeStrict checks no fields inside it", ty, f.Name, f.Type.Elem())
+				}
+			default:
+				t.Errorf("%v.%s: a %v", ty, f.Name, f.Type.Kind())
+			}
+		}
+	}
+	for _, v := range []any{hello{}, accept{}, refusal{}, ready{}, commit{}, resumed{}} {
+		check(reflect.TypeOf(v))
+	}
+}
+
+// A message reflected back to its sender fails its tag: each direction
+// has its own key.
+func TestReflectionRefused(t *testing.T) {
+	keys := replayKeys(authKey)
+	src := &conversation{end: migrate.SourceEnd, t: newTranscript(), tagged: true}
+	src.t.keyed(keys, migrate.SourceEnd)
+	var wire bytes.Buffer
+	src.w = &wire
+	must(t, src.write(msgCommit, commit{Resume: true}))
+	// The same bytes, read back by the source, over the same
+	// transcript: only the direction's key tells them apart.
+	back := &conversation{r: bytes.NewReader(wire.Bytes()), end: migrate.SourceEnd, t: newTranscript(), tagged: true}
+	back.t.keyed(keys, migrate.SourceEnd)
+	if err := back.read(msgCommit, &commit{}); !errors.Is(err, migrate.ErrAuthentication) {
+		t.Fatalf("a commit reflected to its sender: %v, want ErrAuthentication", err)
+	}
+	back = &conversation{r: bytes.NewReader(wire.Bytes()), end: migrate.DestinationEnd, t: newTranscript(), tagged: true}
+	back.t.keyed(keys, migrate.DestinationEnd)
+	if err := back.read(msgCommit, &commit{}); err != nil {
+		t.Fatalf("the commit, read by the destination it was for: %v", err)
 	}
 }
 
@@ -301,5 +371,205 @@ func TestSlowPeer(t *testing.T) {
 			holdsNothing(t, dst)
 			t.Logf("a byte every 10 ms in the %s: the destination gave up after %v (bound %v): %v", tc.name, took.Round(time.Millisecond), tc.bound, dstErr)
 		})
+	}
+}
+
+// bindTap does act to the first thing its source writes on an extra
+// connection: the bind frame.
+type bindTap struct {
+	net.Conn
+	act     mitmAct
+	replay  []byte // another migration's bind, for mitmReplay
+	first   []byte // the bind as written
+	written bool
+}
+
+func (b *bindTap) Write(p []byte) (int, error) {
+	if b.written {
+		return b.Conn.Write(p)
+	}
+	b.written, b.first = true, bytes.Clone(p)
+	switch b.act {
+	case mitmDrop:
+		return len(p), nil
+	case mitmCorrupt:
+		q := bytes.Clone(p)
+		q[len(q)/2] ^= 0x10
+		_, err := b.Conn.Write(q)
+		return len(p), err
+	case mitmReplay:
+		_, err := b.Conn.Write(b.replay)
+		return len(p), err
+	}
+	return b.Conn.Write(p)
+}
+
+// A migration's extra connections open bound to it: one whose bind is
+// lost, changed, or taken from another migration, or connections given to
+// the destination in another order, fail the migration before the stream
+// with the source's VM running and the destination holding nothing.
+func TestBindFrames(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	run := func(act mitmAct, replay []byte, swap bool) (*bindTap, liveResult, *vgpu.VM, *vgpu.Host) {
+		src, dst := hostPair(t, memory.Sparse, 1)
+		vm, err := src.CreateVM(vgpu.VMSpec{ID: "bind", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
+		must(t, err)
+		must(t, vm.Start())
+		sc, dc := loopbackConns(t, 2)
+		tap := &bindTap{Conn: sc[1], act: act, replay: replay}
+		dconns := rws(dc)
+		if swap {
+			dconns[0], dconns[1] = dconns[1], dconns[0]
+		}
+		res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{sc[0], tap}, dconns,
+			SendConfig{EncryptionKey: authKey, Timeout: timeout, DigestWorkers: 1},
+			ReceiveConfig{EncryptionKey: authKey, Timeout: timeout, DigestWorkers: 1})
+		return tap, res, vm, dst
+	}
+	clean, res, _, _ := run(mitmPass, nil, false)
+	if res.srcErr != nil || res.dstErr != nil || len(clean.first) != bindBytes {
+		t.Fatalf("a clean migration over two connections: source %v, destination %v, bind of %d bytes", res.srcErr, res.dstErr, len(clean.first))
+	}
+	for _, tc := range []struct {
+		name string
+		act  mitmAct
+		swap bool
+		want error
+	}{
+		{"drop", mitmDrop, false, migrate.ErrAuthentication}, // the stream's first frame where the bind belongs
+		{"corrupt", mitmCorrupt, false, migrate.ErrAuthentication},
+		{"replay", mitmReplay, false, migrate.ErrAuthentication},
+		{"swap", mitmPass, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, res, vm, dst := run(tc.act, clean.first, tc.swap)
+			if res.srcErr == nil || res.dstErr == nil || res.in != nil {
+				t.Fatalf("source %v, destination %v, VM %v: want both failed", res.srcErr, res.dstErr, res.in)
+			}
+			if tc.want != nil && !errors.Is(res.dstErr, tc.want) {
+				t.Fatalf("destination %v, want %v", res.dstErr, tc.want)
+			}
+			if !wrapsSentinel(res.srcErr) || !wrapsSentinel(res.dstErr) {
+				t.Fatalf("untyped: source %v, destination %v", res.srcErr, res.dstErr)
+			}
+			if vm.State() != vgpu.VMRunning || vm.Migrating() {
+				t.Fatalf("the source VM is %v, migrating %v; want running, its own", vm.State(), vm.Migrating())
+			}
+			holdsNothing(t, dst)
+		})
+	}
+}
+
+// A refusal where the challenge belongs comes before the keys, from
+// whoever wrote it: the source takes a version or configuration refusal
+// and says it was unauthenticated, refuses any other code as out of place,
+// and keeps its VM running either way.
+func TestUnauthenticatedRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		code string
+		want []error
+		not  error
+	}{
+		{"version", []error{migrate.ErrRefused, migrate.ErrIncompatible}, nil},
+		{"config", []error{migrate.ErrRefused, migrate.ErrConfig}, nil},
+		{"busy", []error{migrate.ErrStream}, migrate.ErrBusy},
+		{"auth", []error{migrate.ErrStream}, migrate.ErrAuthentication},
+	} {
+		t.Run("code="+tc.code, func(t *testing.T) {
+			src, _ := hostPair(t, memory.Sparse, 1)
+			vm, err := src.CreateVM(vgpu.VMSpec{ID: "unauth", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
+			must(t, err)
+			must(t, vm.Start())
+			sc, mc := net.Pipe()
+			defer mc.Close()
+			go func() {
+				// The man in the middle reads the offer and answers for
+				// the destination.
+				var offer [offerBytes]byte
+				if _, err := io.ReadFull(mc, offer[:]); err != nil {
+					return
+				}
+				conv := &conversation{w: mc, r: mc, end: migrate.DestinationEnd, t: newTranscript()}
+				_ = conv.write(msgRefuse, refusal{Code: tc.code, Message: "forged"})
+				_, _ = io.Copy(io.Discard, mc)
+			}()
+			_, err = Send(context.Background(), vm, []io.ReadWriter{sc}, SendConfig{EncryptionKey: authKey, Timeout: 5 * time.Second})
+			for _, w := range tc.want {
+				if !errors.Is(err, w) {
+					t.Fatalf("source: %v; want %v", err, tc.want)
+				}
+			}
+			if tc.not != nil && errors.Is(err, tc.not) {
+				t.Fatalf("source: %v believes the code %q", err, tc.code)
+			}
+			if errors.Is(err, migrate.ErrRefused) && !strings.Contains(err.Error(), "unauthenticated") {
+				t.Fatalf("source: %q does not say the refusal was unauthenticated", err)
+			}
+			if vm.State() != vgpu.VMRunning || vm.Migrating() {
+				t.Fatalf("the source VM is %v, migrating %v", vm.State(), vm.Migrating())
+			}
+		})
+	}
+}
+
+// The minimum rate's arithmetic saturates: a long migration, a tiny rate
+// or an endless Timeout never turns the allowance negative.
+func TestRateCreditSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		moved, rate int64
+		want        time.Duration
+	}{
+		{0, 1, 0},
+		{1 << 16, 1 << 16, time.Second},
+		{3 << 15, 1 << 16, 1500 * time.Millisecond},
+		{1 << 62, 1, maxDuration},
+		{1<<63 - 1, 1 << 20, maxDuration},
+		{1 << 40, 1 << 20, 1 << 20 * time.Second},
+	} {
+		got := rateCredit(tc.moved, tc.rate)
+		if d := got - tc.want; d < -time.Second || d > time.Second || got < 0 {
+			t.Errorf("rateCredit(%d, %d) = %v, want %v", tc.moved, tc.rate, got, tc.want)
+		}
+	}
+	now := time.Now()
+	for _, c := range []*timedConn{
+		{timeout: maxDuration, minRate: DefaultMinBytesPerSec, moved: 1},
+		{timeout: time.Second, minRate: 1, moved: 1 << 40},
+		{timeout: maxDuration, minRate: 1, moved: 1<<63 - 1},
+	} {
+		if dl := c.deadline(now); !dl.After(now) {
+			t.Errorf("Timeout %v, %d B/s, %d bytes moved: deadline %v is not ahead", c.timeout, c.minRate, c.moved, dl.Sub(now))
+		}
+	}
+}
+
+// slowStart holds its connection's third write — the stream's first
+// frame, after the offer and the hello — for a while.
+type slowStart struct {
+	net.Conn
+	hold   time.Duration
+	writes int
+}
+
+func (s *slowStart) Write(p []byte) (int, error) {
+	if s.writes++; s.writes == 3 {
+		time.Sleep(s.hold)
+	}
+	return s.Conn.Write(p)
+}
+
+// The handshake's deadline ends with the handshake: an extra connection
+// whose first frame comes after it, within Timeout, is read.
+func TestHandshakeDeadlineEnds(t *testing.T) {
+	src, dst := hostPair(t, memory.Sparse, 1)
+	vm, err := src.CreateVM(vgpu.VMSpec{ID: "late", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
+	must(t, err)
+	must(t, vm.Start())
+	sc, dc := loopbackConns(t, 2)
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{&slowStart{Conn: sc[0], hold: 600 * time.Millisecond}, sc[1]}, rws(dc),
+		SendConfig{Timeout: 5 * time.Second, HandshakeTimeout: 300 * time.Millisecond},
+		ReceiveConfig{Timeout: 5 * time.Second, HandshakeTimeout: 300 * time.Millisecond})
+	if res.srcErr != nil || res.dstErr != nil {
+		t.Fatalf("source %v, destination %v", res.srcErr, res.dstErr)
 	}
 }

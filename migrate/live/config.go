@@ -60,7 +60,8 @@ type SendConfig struct {
 	// bounds a stalled peer.
 	Timeout time.Duration
 	// HandshakeTimeout bounds the whole handshake, from the first byte to
-	// the destination's accept; zero means Timeout.
+	// the destination's accept and the extra connections' binds; zero
+	// means Timeout.
 	HandshakeTimeout time.Duration
 	// MinBytesPerSec is the slowest the migration may move its bytes
 	// over the time it waits on its peer, after a first Timeout of
@@ -81,8 +82,11 @@ type SendConfig struct {
 	Clock Clock
 	// Rand, if set, is where this end draws its nonce for the
 	// migration, as crypto/tls's Config.Rand; nil means crypto/rand.
-	// Every migration must draw a fresh one: a fixed Rand makes a
-	// recorded migration replayable, which only a test wants.
+	// Every migration must draw a fresh one. A Rand that repeats itself
+	// at one end makes a recorded migration replayable to it; at both
+	// ends, it gives two migrations one key, so their streams share a
+	// keystream and their contents leak. Only a test that replays a
+	// recording wants that.
 	Rand io.Reader
 }
 
@@ -203,10 +207,8 @@ func boundDefaults(timeout, handshake time.Duration, minRate int64) (time.Durati
 }
 
 // bounds are the limits the configuration sets a slow peer.
-func (c SendConfig) bounds() bounds { return bounds{c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec} }
-func (c ReceiveConfig) bounds() bounds {
-	return bounds{c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec}
-}
+func (c SendConfig) bounds() bounds    { return bounds{c.Timeout, c.MinBytesPerSec} }
+func (c ReceiveConfig) bounds() bounds { return bounds{c.Timeout, c.MinBytesPerSec} }
 
 // receiveLimits returns the limits of a stream whose batches are of
 // batchBytes: each field of user that is set, and, for each that is not,

@@ -64,8 +64,7 @@ func (c *timedConn) deadline(now time.Time) time.Time {
 	d := c.timeout
 	c.cut = ""
 	if c.minRate > 0 {
-		allowed := c.timeout + time.Duration(float64(c.moved)/float64(c.minRate)*float64(time.Second)) - c.waited
-		if allowed < d {
+		if allowed := satAdd(c.timeout, rateCredit(c.moved, c.minRate)) - c.waited; allowed < d {
 			d, c.cut = max(allowed, 0), fmt.Sprintf("below the minimum rate of %d B/s: %d bytes in %v waiting on the peer", c.minRate, c.moved, c.waited.Round(time.Millisecond))
 		}
 	}
@@ -74,6 +73,28 @@ func (c *timedConn) deadline(now time.Time) time.Time {
 		t, c.cut = c.until, "the handshake's deadline passed"
 	}
 	return t
+}
+
+// maxDuration is the longest time.Duration.
+const maxDuration = time.Duration(1<<63 - 1)
+
+// rateCredit is the waiting that moved bytes buy at rate bytes a second:
+// moved/rate seconds, saturating at maxDuration.
+func rateCredit(moved, rate int64) time.Duration {
+	secs := moved / rate
+	if secs >= int64(maxDuration/time.Second) {
+		return maxDuration
+	}
+	frac := time.Duration(float64(moved%rate) / float64(rate) * float64(time.Second))
+	return time.Duration(secs)*time.Second + frac
+}
+
+// satAdd is a+b for non-negative durations, saturating at maxDuration.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
 }
 
 // account counts an I/O call that moved n bytes from start on, and names
@@ -149,7 +170,7 @@ func (c *timedConn) close() {
 	}
 }
 
-// conns is a live migration's set of connections.
+// connSet is a live migration's set of connections.
 type connSet []*timedConn
 
 // newConnSet wraps rws with the bounds of bounds: Timeout, and the
@@ -167,24 +188,30 @@ func newConnSet(rws []io.ReadWriter, b bounds) connSet {
 	return cs
 }
 
-// bounds are the limits a slow peer meets: Timeout, the handshake's
-// timeout and the minimum rate (zero for none).
+// bounds are the limits a slow peer meets on every connection: Timeout
+// and the minimum rate (zero for none). The handshake's deadline is set
+// apart (handshaking).
 type bounds struct {
-	timeout, handshake time.Duration
-	minRate            int64
+	timeout time.Duration
+	minRate int64
 }
 
 // handshaking sets the handshake's deadline, handshake from now, on
-// every connection; zero handshake ends it.
+// every connection; zero handshake ends it, and clears the read deadline
+// it left on each connection: a read-ahead started next reads with the
+// deadline its consumer's next Read sets, not with the handshake's.
 func (cs connSet) handshaking(handshake time.Duration) {
 	var until time.Time
 	if handshake > 0 {
-		until = time.Now().Add(handshake)
+		until = time.Now().Add(satAdd(0, handshake))
 	}
 	for _, c := range cs {
 		c.mu.Lock()
 		c.until = until
 		c.mu.Unlock()
+		if handshake == 0 && c.rd != nil {
+			_ = c.rd.SetReadDeadline(time.Time{})
+		}
 	}
 }
 

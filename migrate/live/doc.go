@@ -40,7 +40,9 @@
 // drawn from the conversation up to the hello. So no message can be
 // forged, changed, reordered, replayed from another migration or moved to
 // another connection, and no two migrations share a key (SECURITY.md has
-// the threat model). A destination that requires a key reserves nothing
+// the threat model). The one message without a tag, a refusal where the
+// challenge belongs (the destination's version or configuration does not
+// match), is reported as unauthenticated. A destination that requires a key reserves nothing
 // for the VM until the hello's tag proves the source holds it. The
 // handshake has a deadline of its own (HandshakeTimeout) and the whole
 // migration a minimum rate (MinBytesPerSec), so that a peer that sends a
@@ -75,8 +77,9 @@
 // (migrate.ErrRefused beside the destination's reason, migrate.ErrConnection, migrate.ErrStream,
 // migrate.ErrAuthentication, migrate.ErrCanceled, ...). A source that wrote commit and then lost the
 // connection before "resumed" cannot know where the VM runs: it keeps its
-// copy paused and unchanged and returns migrate.ErrInDoubt, so that there are
-// never two running copies.
+// copy paused, unchanged and held (vgpu.VM.ResolveMigration ends the hold)
+// and returns migrate.ErrInDoubt, so that there are never two running
+// copies and never none.
 //
 // A VM has one migration at a time: a Send of a VM that another Send or a
 // simulated migration holds fails in PhaseSetup with migrate.ErrMigrating,

@@ -231,9 +231,13 @@ func liveFaultCell(t *testing.T, p livePoint, kind string, paused, elsewhere boo
 	}
 
 	if pl.dstErr == nil {
-		// In doubt with the destination running the VM: whoever manages
-		// the hosts destroys the paused source copy.
-		must(t, src.Destroy())
+		// In doubt with the destination running the VM: the source's
+		// copy is held, and whoever manages the hosts, having asked the
+		// destination, destroys it.
+		if err := src.Resume(); !errors.Is(err, vgpu.ErrMigrating) {
+			t.Fatalf("the source's copy in doubt resumed by its owner: %v; want vgpu.ErrMigrating", err)
+		}
+		must(t, src.ResolveMigration(true))
 		lw.w.Check(t, res.in)
 		checkNothingAt(t, lw.src)
 		return
@@ -245,11 +249,20 @@ func liveFaultCell(t *testing.T, p livePoint, kind string, paused, elsewhere boo
 	}
 	lw.run.Start()
 	lw.run.Lock()
-	if src.State() == vgpu.VMPaused {
-		must(t, src.Resume())
+	var err error
+	if pl.inDoubt {
+		// In doubt with the destination holding nothing: given back to
+		// its owner, paused.
+		err = src.ResolveMigration(false)
 	}
-	must(t, lw.src.Advance(200*time.Millisecond))
+	if err == nil && src.State() == vgpu.VMPaused {
+		err = src.Resume()
+	}
+	if err == nil {
+		err = lw.src.Advance(200 * time.Millisecond)
+	}
 	lw.run.Unlock()
+	must(t, err)
 	again := lw.attempt(t, to, livePlan{}, 20*time.Second)
 	if again.res.srcErr != nil || again.res.dstErr != nil || again.res.in.State() != vgpu.VMRunning {
 		t.Fatalf("second migration: source %v, destination %v", again.res.srcErr, again.res.dstErr)

@@ -22,8 +22,10 @@ import (
 const (
 	liveMagic = "VGPULIVE"
 	// ProtocolMajor and ProtocolMinor are the live protocol's
-	// version. A destination refuses another major version; minor
-	// versions only add optional fields.
+	// version. A destination refuses another major version. The messages
+	// are decoded strictly, so any change to their fields is a new major
+	// version; a minor version may only change what both ends accept
+	// already.
 	ProtocolMajor = 2
 	ProtocolMinor = 0
 
@@ -292,7 +294,7 @@ func (c *conversation) readRaw(want msgType) ([]byte, error) {
 		if err := decodeStrict(body, &rf); err != nil {
 			return nil, fmt.Errorf("%w: unreadable refusal: %v", migrate.ErrRefused, err)
 		}
-		return nil, rf.err()
+		return nil, rf.err(c.tagged)
 	}
 	return body, nil
 }
@@ -361,17 +363,31 @@ func exactFields(raw []byte, t reflect.Type) error {
 	return nil
 }
 
-// refusalCodes maps the sentinels a destination refuses with to their codes
-// on the wire and back.
+// refusalCodes maps the causes a destination refuses with to their codes
+// on the wire (match), and the codes to the sentinels the source returns
+// beside ErrRefused (err). Only a version or a configuration refusal may
+// come before the keys (preKey), as the only ones a destination can give
+// then.
 var refusalCodes = []struct {
-	code string
-	err  error
-}{{"incompatible", migrate.ErrIncompatible}, {"busy", migrate.ErrBusy}, {"config", migrate.ErrConfig}, {"version", migrate.ErrIncompatible},
-	{"auth", migrate.ErrAuthentication}, {"stream", migrate.ErrStream}, {"destination", migrate.ErrDestination}}
+	code       string
+	match, err error
+	preKey     bool
+}{
+	{"version", errVersion, migrate.ErrIncompatible, true},
+	{"incompatible", migrate.ErrIncompatible, migrate.ErrIncompatible, false},
+	{"busy", migrate.ErrBusy, migrate.ErrBusy, false},
+	{"config", migrate.ErrConfig, migrate.ErrConfig, true},
+	{"auth", migrate.ErrAuthentication, migrate.ErrAuthentication, false},
+	{"stream", migrate.ErrStream, migrate.ErrStream, false},
+	{"destination", migrate.ErrDestination, migrate.ErrDestination, false},
+}
+
+// errVersion marks a refusal of the source's protocol version.
+var errVersion = errors.New("live protocol version")
 
 func refusalOf(cause error) refusal {
 	for _, c := range refusalCodes {
-		if errors.Is(cause, c.err) {
+		if errors.Is(cause, c.match) {
 			return refusal{Code: c.code, Message: cause.Error()}
 		}
 	}
@@ -382,20 +398,30 @@ func refusalOf(cause error) refusal {
 // sentinel, which errors.Is both finds, and the destination's reason said
 // once. The reason is the destination's own error text, which names the
 // code's sentinel already ("migrate: invalid configuration: ..."); only its
-// package prefix goes, as ErrRefused's says it.
-func (r refusal) err() error {
+// package prefix goes, as ErrRefused's says it. A refusal read before the
+// keys (authenticated false) is nobody's word but its sender's: it says
+// so, and only a version or configuration refusal is taken at all.
+func (r refusal) err(authenticated bool) error {
 	errs := []error{migrate.ErrRefused}
+	known := false
 	for _, c := range refusalCodes {
-		if c.code == r.Code {
-			errs = append(errs, c.err)
+		if c.code == r.Code && (authenticated || c.preKey) {
+			errs, known = append(errs, c.err), true
 			break
 		}
+	}
+	if !authenticated && !known {
+		return fmt.Errorf("%w: a refusal (code %q) before the keys, where only a version or configuration refusal can come", migrate.ErrStream, peerText(r.Code, 64))
 	}
 	why := strings.TrimPrefix(peerText(r.Message, maxPeerMessageBytes), "migrate: ")
 	if why == "" {
 		why = "no reason given"
 	}
-	return &labeledError{msg: migrate.ErrRefused.Error() + ": " + why, errs: errs}
+	msg := migrate.ErrRefused.Error() + ": " + why
+	if !authenticated {
+		msg = migrate.ErrRefused.Error() + " (unauthenticated, before the keys): " + why
+	}
+	return &labeledError{msg: msg, errs: errs}
 }
 
 // peerText returns s, which came from the peer, fit to print in a report

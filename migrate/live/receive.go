@@ -179,7 +179,7 @@ func (r *receiver) handshake() (hello, error) {
 		return h, err
 	}
 	if major != ProtocolMajor {
-		return h, r.refuse(fmt.Errorf("%w: live protocol version %d, this destination speaks %d", migrate.ErrIncompatible, major, ProtocolMajor))
+		return h, r.refuse(fmt.Errorf("%w: %w %d, this destination speaks %d", migrate.ErrIncompatible, errVersion, major, ProtocolMajor))
 	}
 	o, err := readOfferRest(c0, r.conv.t, pre[:])
 	if err != nil {
@@ -196,7 +196,10 @@ func (r *receiver) handshake() (hello, error) {
 	if err := r.conv.writeRaw(msgChallenge, challengeBody(keyed, nonce)); err != nil {
 		return h, err
 	}
-	keys := deriveKeys(r.cfg.EncryptionKey, &o.nonce, nonce)
+	keys, err := deriveKeys(r.cfg.EncryptionKey, &o.nonce, nonce)
+	if err != nil {
+		return h, err
+	}
 	r.conv.t.keyed(keys, migrate.DestinationEnd)
 	r.conv.tagged = true
 	if err := r.conv.read(msgHello, &h); err != nil {
@@ -364,9 +367,14 @@ func (r *receiver) fail(cause error) *migrate.Report {
 	}
 	if r.in != nil && r.handover.OnFailure() == migrate.Discard {
 		// Destroy, not Abort: after the restore the VM is no longer
-		// incoming, and it must go all the same.
+		// incoming, and it must go all the same; held, through its
+		// claim.
 		r.cfg.Lock.Lock()
-		_ = r.in.Destroy()
+		if r.claim != nil {
+			_ = r.claim.Destroy()
+		} else {
+			_ = r.in.Destroy()
+		}
 		r.cfg.Lock.Unlock()
 		r.in = nil
 	}

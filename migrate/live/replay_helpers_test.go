@@ -33,7 +33,13 @@ func (f fixedRand) Read(p []byte) (int, error) {
 
 // replayKeys are the keys of a migration between the fixed nonces under key
 // (nil for none).
-func replayKeys(key []byte) sessionKeys { return deriveKeys(key, replaySourceNonce, replayDestNonce) }
+func replayKeys(key []byte) sessionKeys {
+	keys, err := deriveKeys(key, replaySourceNonce, replayDestNonce)
+	if err != nil {
+		panic(err)
+	}
+	return keys
+}
 
 // replayHello returns the hello message, tagged, that a source with the
 // fixed nonce and key sends after offer to a destination with the fixed

@@ -33,7 +33,8 @@ const liveBufferBytes = 256 << 10
 // Send closes the connections, so the destination gives up at once, and the
 // VM stays on the source as it was: running if it ran, paused if it was
 // paused, its memory untouched. The error is a *PhaseError. The one
-// exception is ErrInDoubt, after the source told the destination to resume.
+// exception is ErrInDoubt, after the source told the destination to resume:
+// the VM then stays paused and held until vgpu.VM.ResolveMigration.
 func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfig) (*migrate.Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -255,12 +256,15 @@ func openConversation(conv *conversation, key []byte, nonce *[nonceBytes]byte) (
 		return sessionKeys{}, err
 	}
 	if len(body) != 1+nonceBytes || body[0]&^flagKeyed != 0 {
-		return sessionKeys{}, fmt.Errorf("%w: a challenge of %d bytes", migrate.ErrStream, len(body))
+		return sessionKeys{}, fmt.Errorf("%w: a challenge of %d bytes, or with unknown flags", migrate.ErrStream, len(body))
 	}
 	if peerKeyed := body[0]&flagKeyed != 0; peerKeyed != keyed {
 		return sessionKeys{}, fmt.Errorf("%w: the source holds a key: %v; the destination: %v", migrate.ErrConfig, keyed, peerKeyed)
 	}
-	keys := deriveKeys(key, nonce, (*[nonceBytes]byte)(body[1:]))
+	keys, err := deriveKeys(key, nonce, (*[nonceBytes]byte)(body[1:]))
+	if err != nil {
+		return sessionKeys{}, err
+	}
 	conv.t.keyed(keys, migrate.SourceEnd)
 	conv.tagged = true
 	return keys, nil

@@ -34,6 +34,11 @@ func (s *sender) blame(err error) error {
 		return err
 	}
 	if cerr := s.check(); cerr != nil {
+		if errors.Is(err, migrate.ErrAuthentication) {
+			// Evidence of tampering stays matchable beside the owner's
+			// change.
+			return fmt.Errorf("%w (the step then failed: %w)", cerr, err)
+		}
 		return fmt.Errorf("%w (the step then failed: %v)", cerr, err)
 	}
 	return err
@@ -90,10 +95,12 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 		if err != nil {
 			return a, err
 		}
+		// In doubt from the first byte of the commit on: a write that
+		// failed may still have delivered it.
+		s.core.Commit()
 		if err := s.conv.write(msgCommit, c); err != nil {
 			return a, err
 		}
-		s.core.Commit()
 		var ack resumed
 		if err := s.conv.read(msgResumed, &ack); err != nil {
 			return a, err

@@ -287,6 +287,15 @@ func mitmCheck(t *testing.T, name string, act mitmAct, vm *vgpu.VM, dst *vgpu.Ho
 		if srcState != vgpu.VMPaused || vm.Throttle() != mitmOwnerThrottle {
 			t.Fatalf("in doubt, the source VM is %v at throttle %v; want paused at %v", srcState, vm.Throttle(), mitmOwnerThrottle)
 		}
+		// Held until resolved: its owner cannot run it beside the
+		// destination's, nor destroy the only copy.
+		if err := vm.Resume(); !errors.Is(err, vgpu.ErrMigrating) {
+			t.Fatalf("in doubt, the source VM resumed by its owner: %v", err)
+		}
+		if err := vm.Destroy(); !errors.Is(err, vgpu.ErrMigrating) {
+			t.Fatalf("in doubt, the source VM destroyed by its owner: %v", err)
+		}
+		must(t, vm.ResolveMigration(in != nil))
 	default:
 		if srcState != vgpu.VMRunning || vm.Throttle() != mitmOwnerThrottle || in != nil {
 			t.Fatalf("Send failed (%v), the source VM %v at throttle %v, the destination holding %v; want it running at %v at the source only",
