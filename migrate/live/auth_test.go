@@ -23,15 +23,24 @@ import (
 // authKey is the migration key of these tests.
 var authKey = bytes.Repeat([]byte{0x6b}, checkpoint.KeySize)
 
+// smallVM starts a VM of 64 KiB of guest RAM, 16 KiB of it in use, and
+// one P40-1Q vGPU, without a workload, on host: a migration of it is a
+// few hundred KiB.
+func smallVM(t testing.TB, host *vgpu.Host, id string) *vgpu.VM {
+	t.Helper()
+	vm, err := host.CreateVM(vgpu.VMSpec{ID: id, RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
+	must(t, err)
+	must(t, vm.Start())
+	return vm
+}
+
 // authRecord migrates a fresh small VM under key, each end drawing its
 // nonce as it does by default (or, replayable, the fixed ones), and
 // returns what the source sent.
 func authRecord(t *testing.T, key []byte, replay bool) []byte {
 	t.Helper()
 	src, dst := hostPair(t, memory.Sparse, 1)
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "auth", Seed: 0xa11, RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-	must(t, err)
-	must(t, vm.Start())
+	vm := smallVM(t, src, "auth")
 	sc, dc := loopbackConns(t, 1)
 	var sent bytes.Buffer
 	tee := struct {
@@ -336,9 +345,7 @@ func TestSlowPeer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst := hostPair(t, memory.Sparse, 1)
-			vm, err := src.CreateVM(vgpu.VMSpec{ID: "slow", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-			must(t, err)
-			must(t, vm.Start())
+			vm := smallVM(t, src, "slow")
 			sc, dc := loopbackConns(t, 1)
 			slow := &trickleConn{Conn: sc[0], gap: 10 * time.Millisecond, after: tc.after}
 			var (
@@ -412,9 +419,7 @@ func TestBindFrames(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	run := func(act mitmAct, replay []byte, swap bool) (*bindTap, liveResult, *vgpu.VM, *vgpu.Host) {
 		src, dst := hostPair(t, memory.Sparse, 1)
-		vm, err := src.CreateVM(vgpu.VMSpec{ID: "bind", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-		must(t, err)
-		must(t, vm.Start())
+		vm := smallVM(t, src, "bind")
 		sc, dc := loopbackConns(t, 2)
 		tap := &bindTap{Conn: sc[1], act: act, replay: replay}
 		dconns := rws(dc)
@@ -477,9 +482,7 @@ func TestUnauthenticatedRefusal(t *testing.T) {
 	} {
 		t.Run("code="+tc.code, func(t *testing.T) {
 			src, _ := hostPair(t, memory.Sparse, 1)
-			vm, err := src.CreateVM(vgpu.VMSpec{ID: "unauth", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-			must(t, err)
-			must(t, vm.Start())
+			vm := smallVM(t, src, "unauth")
 			sc, mc := net.Pipe()
 			defer mc.Close()
 			go func() {
@@ -493,7 +496,7 @@ func TestUnauthenticatedRefusal(t *testing.T) {
 				_ = conv.write(msgRefuse, refusal{Code: tc.code, Message: "forged"})
 				_, _ = io.Copy(io.Discard, mc)
 			}()
-			_, err = Send(context.Background(), vm, []io.ReadWriter{sc}, SendConfig{EncryptionKey: authKey, Timeout: 5 * time.Second})
+			_, err := Send(context.Background(), vm, []io.ReadWriter{sc}, SendConfig{EncryptionKey: authKey, Timeout: 5 * time.Second})
 			for _, w := range tc.want {
 				if !errors.Is(err, w) {
 					t.Fatalf("source: %v; want %v", err, tc.want)
@@ -562,9 +565,7 @@ func (s *slowStart) Write(p []byte) (int, error) {
 // whose first frame comes after it, within Timeout, is read.
 func TestHandshakeDeadlineEnds(t *testing.T) {
 	src, dst := hostPair(t, memory.Sparse, 1)
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "late", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-	must(t, err)
-	must(t, vm.Start())
+	vm := smallVM(t, src, "late")
 	sc, dc := loopbackConns(t, 2)
 	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{&slowStart{Conn: sc[0], hold: 600 * time.Millisecond}, sc[1]}, rws(dc),
 		SendConfig{Timeout: 5 * time.Second, HandshakeTimeout: 300 * time.Millisecond},

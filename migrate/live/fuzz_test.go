@@ -126,9 +126,7 @@ func TestRecordedMigrationReplays(t *testing.T) {
 func recordMigration(t testing.TB, mode migrate.Mode, level checkpoint.Level) []byte {
 	t.Helper()
 	src, dst := hostPair(t, memory.Sparse, 1)
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "seed", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-	must(t, err)
-	must(t, vm.Start())
+	vm := smallVM(t, src, "seed")
 	sc, dc := loopbackConns(t, 1)
 	var sent bytes.Buffer
 	tee := struct {

@@ -191,9 +191,7 @@ const mitmOwnerThrottle = 0.25
 func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu.VM, dst *vgpu.Host, res liveResult) {
 	t.Helper()
 	src, dst := hostPair(t, memory.Sparse, 1)
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "mitm", RAMBytes: 64 << 10, RAMFootprintBytes: 16 << 10, Profiles: []string{"P40-1Q"}})
-	must(t, err)
-	must(t, vm.Start())
+	vm = smallVM(t, src, "mitm")
 	must(t, vm.SetThrottle(mitmOwnerThrottle))
 	sEnd, mS := net.Pipe()
 	mD, dEnd := net.Pipe()
