@@ -52,7 +52,7 @@ func (d *denseBacking) resident() int64    { return int64(len(d.buf)) }
 // chunk table then costs eight bytes for every 2 MiB of 4 KiB pages.
 const sparseChunkShift = 9
 
-type sparseChunk [1 << sparseChunkShift][]byte
+type sparseChunk [1 << sparseChunkShift]*[]byte
 
 // sparseBacking allocates pages on demand in a two-level table. Chunks are
 // installed with compare-and-swap because writers of different pages in one
@@ -99,7 +99,10 @@ func (s *sparseBacking) page(p int) []byte {
 	if c == nil {
 		return nil
 	}
-	return c[p&(1<<sparseChunkShift-1)]
+	if bp := c[p&(1<<sparseChunkShift-1)]; bp != nil {
+		return *bp
+	}
+	return nil
 }
 
 func (s *sparseBacking) alloc(p int) []byte {
@@ -116,15 +119,18 @@ func (s *sparseBacking) alloc(p int) []byte {
 		c[i] = s.newPage()
 		s.bytes.Add(int64(s.pageSize))
 	}
-	return c[i]
+	return *c[i]
 }
 
-// newPage returns a page of zeros, a freed one if the pool has one.
-func (s *sparseBacking) newPage() []byte {
+// newPage returns a page of zeros, a freed one if the pool has one. A page
+// keeps its slice header from its first allocation on, in the chunk and
+// in the pool alike, so that freeing and reusing it allocates nothing.
+func (s *sparseBacking) newPage() *[]byte {
 	if bp, ok := freePages[s.shift].Get().(*[]byte); ok {
-		return *bp
+		return bp
 	}
-	return make([]byte, s.pageSize)
+	b := make([]byte, s.pageSize)
+	return &b
 }
 
 func (s *sparseBacking) release(p int) {
@@ -133,11 +139,11 @@ func (s *sparseBacking) release(p int) {
 		return
 	}
 	i := p & (1<<sparseChunkShift - 1)
-	if buf := c[i]; buf != nil {
+	if bp := c[i]; bp != nil {
 		c[i] = nil
 		s.bytes.Add(-int64(s.pageSize))
-		clear(buf) // before any other region can take it: see freePages
-		freePages[s.shift].Put(&buf)
+		clear(*bp) // before any other region can take it: see freePages
+		freePages[s.shift].Put(bp)
 	}
 }
 
