@@ -247,10 +247,9 @@ func (cm *clusterModel) pauseOrResume(t *rapid.T, vm *clusterVM, resume bool) {
 // ownerWrite has a VM's owner write a word into its guest RAM or a
 // framebuffer, after stepping its migration into a drawn phase, most
 // often of the stun, and half the time runs the migration to its end. The
-// word must reach wherever the VM ends up. Written after the region's
-// final pages left (from PhaseFinalRAM for guest RAM,
-// PhaseFinalFramebuffer for a framebuffer), it dooms the migration to fail
-// with ErrSource at its next event; before, it is sent with the rest.
+// word must reach wherever the VM ends up. Written inside the stun, it
+// dooms the migration to fail with ErrSource at its next event; before,
+// it is sent with the rest.
 func (cm *clusterModel) ownerWrite(t *rapid.T) {
 	vm := cm.drawVM(t, nil)
 	stepped := vm.mig
@@ -283,15 +282,15 @@ func (cm *clusterModel) ownerWrite(t *rapid.T) {
 	if vm.w == nil {
 		vm.digests = migtest.RegionDigests(t, v)
 	}
-	region, final := "framebuffer", PhaseFinalFramebuffer
+	region := "framebuffer"
 	if ri == 0 {
-		region, final = "RAM", PhaseFinalRAM
+		region = "RAM"
 	}
 	switch mg := vm.mig; {
 	case mg == nil || mg.released:
-	case mg.m.Phase().Stunned() && mg.m.Phase() >= final:
+	case mg.m.Phase().Stunned():
 		mg.writtenIn = mg.m.Phase()
-		cm.tally["owner wrote "+region+" in "+mg.m.Phase().String()+", after its final pages"]++
+		cm.tally["owner wrote "+region+" in "+mg.m.Phase().String()+", inside the stun"]++
 	default:
 		cm.tally["owner wrote "+region+" in "+mg.m.Phase().String()]++
 	}

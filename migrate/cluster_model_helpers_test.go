@@ -95,7 +95,7 @@ type clusterMig struct {
 	stalledLater   bool          // a second stall came after time had passed
 	resumedIn      Phase         // its owner resumed its VM in this stunned phase, and it runs
 	writesAtResume int64         // its VM's counter's writes at that resume
-	writtenIn      Phase         // its VM was written in this stunned phase, after the region's final pages left
+	writtenIn      Phase         // its VM was written in this stunned phase
 	changedIn      Phase         // its owner paused or resumed its VM in this stunned phase
 	destroyed      bool          // its VM was destroyed before the acknowledgement
 	released       bool          // the destination acknowledged: the VM is dst's
@@ -119,8 +119,8 @@ func (mg *clusterMig) want() error {
 	return nil
 }
 
-// doomedIn is the stunned phase in which its owner paused or resumed its
-// VM, or wrote it after the region's final pages left, 0 if neither: the
+// doomedIn is the stunned phase in which its owner paused, resumed or
+// wrote its VM, 0 if none: the
 // migration's next event, still in that phase, catches it. Both, if set,
 // name the phase the migration is in, as it cannot move on.
 func (mg *clusterMig) doomedIn() Phase { return max(mg.changedIn, mg.resumedIn, mg.writtenIn) }

@@ -87,8 +87,8 @@
 // migration's own throttle cut is separate and ends with it, so the
 // owner's is also what a failed migration leaves. A VM its owner pauses or
 // resumes during the stun (counted, so a resume undone by a pause is seen),
-// or whose memory changes after its final pages left, would differ from
-// the copy that arrives, so the migration fails with ErrSource and the VM
+// or whose memory it writes during the stun, would differ from the copy
+// that arrives, so the migration fails with ErrSource and the VM
 // stays at the source as its owner left it. From the commit on, the
 // owner's changes are refused (vgpu.ErrMigrating).
 //

@@ -33,8 +33,9 @@ import (
 // arrives paused), a throttle (the destination applies it; a migration's
 // own throttle cut is separate and ends with it). From the stun on, the
 // VM's change count (vgpu.VM.Changes) must stay as Pause noted it and no
-// region may be written after its final pages left: any resume, pause,
-// stop or restore by the owner, or any write, fails the migration with
+// region may be written (Pause collects what the VM wrote before into the
+// final pages): any resume, pause, stop or restore by the owner, or any
+// write, fails the migration with
 // ErrSource, however the changes net out by the next check, and the VM
 // stays at the source as its owner left it.
 type Source struct {
@@ -151,7 +152,10 @@ func (s *Source) SendRegions(from, to int, all bool, send func(i int, set *memor
 		return errNoSource
 	}
 	for i := max(from, 0); i < min(to, len(s.regs)); i++ {
-		s.regs[i].CollectDirty(s.sets[i])
+		if !s.stunned {
+			// In the stun the pages are those Pause collected.
+			s.regs[i].CollectDirty(s.sets[i])
+		}
 		set := s.sets[i]
 		if all {
 			set = nil
@@ -216,14 +220,19 @@ func (s *Source) Pause() error {
 		return errNoSource
 	}
 	s.wasRunning = s.vm.State() == vgpu.VMRunning
+	if s.wasRunning {
+		if err := s.claim.Pause(); err != nil {
+			return wrap(ErrSource, err)
+		}
+		s.pausedByUs = true
+	}
+	// What the VM wrote until now goes with the stun's final pages;
+	// anything written from here on is its owner's doing, inside the
+	// stun, and fails the migration (Check).
+	for i, r := range s.regs {
+		r.CollectDirty(s.sets[i])
+	}
 	s.stunned, s.stunAt = true, s.vm.Changes()
-	if !s.wasRunning {
-		return nil
-	}
-	if err := s.claim.Pause(); err != nil {
-		return wrap(ErrSource, err)
-	}
-	s.pausedByUs = true
 	return nil
 }
 
@@ -240,7 +249,8 @@ func (s *Source) SetThrottle(f float64) error {
 // the work of phase done is over: stopped or destroyed; paused, resumed,
 // stopped or restored by its owner since the stun began (by its change
 // count: a resume undone by a pause before this check counts); or written
-// since its final pages left.
+// since the stun began (by its dirty logs, which Pause emptied into the
+// final pages).
 func (s *Source) Check(done Phase) error {
 	if !s.ok() {
 		return errNoSource
@@ -254,22 +264,18 @@ func (s *Source) Check(done Phase) error {
 	case s.stunned && s.vm.Changes() != s.stunAt:
 		return fmt.Errorf("%w: source VM's run state was changed by its owner %d time(s) during the stun", ErrSource, s.vm.Changes()-s.stunAt)
 	}
-	sent := 0
-	switch {
-	case done >= PhaseFinalFramebuffer:
-		sent = len(s.regs)
-	case done >= PhaseFinalRAM:
-		sent = 1
+	if s.stunned {
+		return writtenInStun(s.regs)
 	}
-	return writtenInStun(s.regs[:sent])
+	return nil
 }
 
-// writtenInStun returns ErrSource if any of regs, whose final pages the stun
-// has sent, logged a write since.
+// writtenInStun returns ErrSource if any of regs, whose dirty pages the
+// stun's pause collected, logged a write since.
 func writtenInStun(regs []*memory.Region) error {
 	for i, r := range regs {
 		if n := r.DirtyCount(); n > 0 {
-			return fmt.Errorf("%w: %d pages of the source VM's region %d written during the stun, after its final pages left", ErrSource, n, i)
+			return fmt.Errorf("%w: %d pages of the source VM's region %d written during the stun", ErrSource, n, i)
 		}
 	}
 	return nil

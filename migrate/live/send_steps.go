@@ -24,9 +24,9 @@ func (s *sender) execute(a migrate.Action) (migrate.Action, error) {
 }
 
 // blame returns the cause of err, a step's failure in the stun: the
-// source's own VM, if its owner changed it. An owner's write after the
-// final pages left makes the destination find a digest mismatch and hang
-// up, and the source then fails on the connection; the connection is not
+// source's own VM, if its owner changed it. An owner's write in the stun
+// can make the destination find a digest mismatch and hang up, and the
+// source then fails on the connection; the connection is not
 // what failed. After the commit the destination may run the VM, and the
 // failure stays the connection's (ErrInDoubt).
 func (s *sender) blame(err error) error {
