@@ -1,6 +1,6 @@
 module github.com/vgpusim/vgpusim/examples/plot
 
-go 1.26
+go 1.26.0
 
 replace github.com/vgpusim/vgpusim => ../..
 
