@@ -39,23 +39,11 @@ func smallVM(t testing.TB, host *vgpu.Host, id string) *vgpu.VM {
 // returns what the source sent.
 func authRecord(t *testing.T, key []byte, replay bool) []byte {
 	t.Helper()
-	src, dst := hostPair(t, memory.Sparse, 1)
-	vm := smallVM(t, src, "auth")
-	sc, dc := loopbackConns(t, 1)
-	var sent bytes.Buffer
-	tee := struct {
-		io.Reader
-		io.Writer
-	}{sc[0], io.MultiWriter(sc[0], &sent)}
 	scfg, rcfg := SendConfig{EncryptionKey: key, DigestWorkers: 1}, ReceiveConfig{EncryptionKey: key, DigestWorkers: 1}
 	if replay {
 		scfg, rcfg = replayable(scfg, rcfg)
 	}
-	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc), scfg, rcfg)
-	if res.srcErr != nil || res.dstErr != nil {
-		t.Fatalf("recording: source %v, destination %v", res.srcErr, res.dstErr)
-	}
-	return sent.Bytes()
+	return recordSent(t, "auth", scfg, rcfg)
 }
 
 // authStreamStart returns the offset of the checkpoint stream's header in

@@ -103,28 +103,11 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 	if c.Engine.BatchBytes == 0 {
 		c.Engine.BatchBytes = migrate.DefaultBatchBytes
 	}
-	if c.Timeout == 0 {
-		c.Timeout = migrate.DefaultTimeout
-	}
-	if c.DigestWorkers == 0 {
-		c.DigestWorkers = runtime.GOMAXPROCS(0)
-	}
-	switch {
-	case c.Engine.BatchBytes < 4096 || c.Engine.BatchBytes > checkpoint.MaxBatchBytes:
+	if c.Engine.BatchBytes < 4096 || c.Engine.BatchBytes > checkpoint.MaxBatchBytes {
 		return c, fmt.Errorf("%w: batch of %d bytes outside [4 KiB, 64 MiB]", migrate.ErrConfig, c.Engine.BatchBytes)
-	case c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize:
-		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", migrate.ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
-	case c.Timeout < 0 || c.HandshakeTimeout < 0 || c.DigestWorkers < 0:
-		return c, fmt.Errorf("%w: negative timeout %v, handshake timeout %v or digest workers %d", migrate.ErrConfig, c.Timeout, c.HandshakeTimeout, c.DigestWorkers)
 	}
-	c.HandshakeTimeout, c.MinBytesPerSec = boundDefaults(c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec)
-	if c.Lock == nil {
-		c.Lock = new(sync.Mutex)
-	}
-	if c.Clock == nil {
-		c.Clock = wallClock{}
-	}
-	return c, nil
+	err = endDefaults(c.EncryptionKey, &c.Timeout, &c.HandshakeTimeout, &c.MinBytesPerSec, &c.DigestWorkers, &c.Lock, &c.Clock)
+	return c, err
 }
 
 // ReceiveConfig describes the destination's side of a live migration
@@ -167,43 +150,49 @@ type ReceiveConfig struct {
 const defaultMaxBatchBytes = 16 << 20
 
 func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
-	if c.EncryptionKey != nil && len(c.EncryptionKey) != checkpoint.KeySize {
-		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", migrate.ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
-	}
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = defaultMaxBatchBytes
 	}
-	if c.Timeout == 0 {
-		c.Timeout = migrate.DefaultTimeout
+	if c.MaxBatchBytes < 0 {
+		return c, fmt.Errorf("%w: negative batch size %d", migrate.ErrConfig, c.MaxBatchBytes)
 	}
-	if c.DigestWorkers == 0 {
-		c.DigestWorkers = runtime.GOMAXPROCS(0)
-	}
-	if c.Timeout < 0 || c.HandshakeTimeout < 0 || c.MaxBatchBytes < 0 || c.DigestWorkers < 0 {
-		return c, fmt.Errorf("%w: negative timeout, handshake timeout, batch size or digest workers", migrate.ErrConfig)
-	}
-	c.HandshakeTimeout, c.MinBytesPerSec = boundDefaults(c.Timeout, c.HandshakeTimeout, c.MinBytesPerSec)
-	if c.Lock == nil {
-		c.Lock = new(sync.Mutex)
-	}
-	if c.Clock == nil {
-		c.Clock = wallClock{}
-	}
-	return c, nil
+	err := endDefaults(c.EncryptionKey, &c.Timeout, &c.HandshakeTimeout, &c.MinBytesPerSec, &c.DigestWorkers, &c.Lock, &c.Clock)
+	return c, err
 }
 
-// boundDefaults fills the handshake's timeout and the minimum rate.
-func boundDefaults(timeout, handshake time.Duration, minRate int64) (time.Duration, int64) {
-	if handshake == 0 {
-		handshake = timeout
+// endDefaults checks and fills what both ends' configurations share: the
+// key's size, the timeouts (the handshake's is Timeout's by default), the
+// minimum rate (negative for none), the digest workers, the lock and the
+// clock.
+func endDefaults(key []byte, timeout, handshake *time.Duration, minRate *int64, digestWorkers *int, lock *sync.Locker, clock *Clock) error {
+	switch {
+	case key != nil && len(key) != checkpoint.KeySize:
+		return fmt.Errorf("%w: encryption key of %d bytes, want %d", migrate.ErrConfig, len(key), checkpoint.KeySize)
+	case *timeout < 0 || *handshake < 0 || *digestWorkers < 0:
+		return fmt.Errorf("%w: negative timeout %v, handshake timeout %v or digest workers %d", migrate.ErrConfig, *timeout, *handshake, *digestWorkers)
+	}
+	if *timeout == 0 {
+		*timeout = migrate.DefaultTimeout
+	}
+	if *handshake == 0 {
+		*handshake = *timeout
+	}
+	if *digestWorkers == 0 {
+		*digestWorkers = runtime.GOMAXPROCS(0)
 	}
 	switch {
-	case minRate == 0:
-		minRate = DefaultMinBytesPerSec
-	case minRate < 0:
-		minRate = 0
+	case *minRate == 0:
+		*minRate = DefaultMinBytesPerSec
+	case *minRate < 0:
+		*minRate = 0
 	}
-	return handshake, minRate
+	if *lock == nil {
+		*lock = new(sync.Mutex)
+	}
+	if *clock == nil {
+		*clock = wallClock{}
+	}
+	return nil
 }
 
 // bounds are the limits the configuration sets a slow peer.

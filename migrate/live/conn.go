@@ -38,9 +38,18 @@ type timedConn struct {
 	minRate int64         // bytes per second; zero for none
 	moved   int64         // bytes read and written
 	waited  time.Duration // time spent in Read and Write
-	// cut names the bound that set the deadline, for the error.
-	cut string
+	// cut is the bound that set the deadline, for the error.
+	cut cutBy
 }
+
+// cutBy is what set a connection's deadline.
+type cutBy uint8
+
+const (
+	cutByTimeout cutBy = iota
+	cutByRate
+	cutByHandshake
+)
 
 func newTimedConn(rw io.ReadWriter, timeout time.Duration, minRate int64) *timedConn {
 	c := &timedConn{rw: rw, conn: rw, timeout: timeout, minRate: minRate}
@@ -62,15 +71,15 @@ func (c *timedConn) deadline(now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.timeout
-	c.cut = ""
+	c.cut = cutByTimeout
 	if c.minRate > 0 {
 		if allowed := satAdd(c.timeout, rateCredit(c.moved, c.minRate)) - c.waited; allowed < d {
-			d, c.cut = max(allowed, 0), fmt.Sprintf("below the minimum rate of %d B/s: %d bytes in %v waiting on the peer", c.minRate, c.moved, c.waited.Round(time.Millisecond))
+			d, c.cut = max(allowed, 0), cutByRate
 		}
 	}
 	t := now.Add(d)
 	if !c.until.IsZero() && c.until.Before(t) {
-		t, c.cut = c.until, "the handshake's deadline passed"
+		t, c.cut = c.until, cutByHandshake
 	}
 	return t
 }
@@ -101,14 +110,17 @@ func satAdd(a, b time.Duration) time.Duration {
 // the bound that cut it.
 func (c *timedConn) account(start time.Time, n int, err error) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.moved += int64(n)
 	c.waited += time.Since(start)
-	cut := c.cut
-	c.mu.Unlock()
-	if err != nil && cut != "" && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = &slowPeerError{why: cut, err: err}
+	if err == nil || c.cut == cutByTimeout || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
 	}
-	return err
+	why := "the handshake's deadline passed"
+	if c.cut == cutByRate {
+		why = fmt.Sprintf("below the minimum rate of %d B/s: %d bytes in %v waiting on the peer", c.minRate, c.moved, c.waited.Round(time.Millisecond))
+	}
+	return &slowPeerError{why: why, err: err}
 }
 
 func (c *timedConn) Read(p []byte) (int, error) {

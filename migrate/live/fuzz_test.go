@@ -125,20 +125,8 @@ func TestRecordedMigrationReplays(t *testing.T) {
 // over TCP: a 64 KiB VM with a P40-1Q vGPU.
 func recordMigration(t testing.TB, mode migrate.Mode, level checkpoint.Level) []byte {
 	t.Helper()
-	src, dst := hostPair(t, memory.Sparse, 1)
-	vm := smallVM(t, src, "seed")
-	sc, dc := loopbackConns(t, 1)
-	var sent bytes.Buffer
-	tee := struct {
-		io.Reader
-		io.Writer
-	}{sc[0], io.MultiWriter(sc[0], &sent)}
 	scfg, rcfg := replayable(SendConfig{Policy: migrate.Policy{Mode: mode}, Engine: migrate.EngineConfig{Level: level}}, ReceiveConfig{})
-	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc), scfg, rcfg)
-	if res.srcErr != nil || res.dstErr != nil {
-		t.Fatalf("recording a migration: source: %v; destination: %v", res.srcErr, res.dstErr)
-	}
-	return sent.Bytes()
+	return recordSent(t, "seed", scfg, rcfg)
 }
 
 // writeFuzzSeed writes data as FuzzReceive seed name.

@@ -2,7 +2,12 @@ package live
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"io"
+	"testing"
+
+	"github.com/vgpusim/vgpusim/memory"
 )
 
 // A recorded migration replays only to a destination that draws the nonce
@@ -68,4 +73,23 @@ func replayReadHello(msg []byte) hello {
 		panic(err)
 	}
 	return h
+}
+
+// recordSent migrates a fresh small VM named id over loopback TCP with the
+// configurations given, and returns every byte the source sent.
+func recordSent(t testing.TB, id string, scfg SendConfig, rcfg ReceiveConfig) []byte {
+	t.Helper()
+	src, dst := hostPair(t, memory.Sparse, 1)
+	vm := smallVM(t, src, id)
+	sc, dc := loopbackConns(t, 1)
+	var sent bytes.Buffer
+	tee := struct {
+		io.Reader
+		io.Writer
+	}{sc[0], io.MultiWriter(sc[0], &sent)}
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{tee}, rws(dc), scfg, rcfg)
+	if res.srcErr != nil || res.dstErr != nil {
+		t.Fatalf("recording a migration: source %v; destination %v", res.srcErr, res.dstErr)
+	}
+	return sent.Bytes()
 }
