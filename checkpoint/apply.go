@@ -58,14 +58,25 @@ func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
 	if rd.cur != 0 || rd.done {
 		return nil, newError(ErrState, rd.Offset(), -1, "reader has already returned records")
 	}
-	meta := rd.Metadata()
-	a := &Applier{rd: rd, dst: make([]*memory.Region, len(meta.Regions))}
+	regs, err := bindRegions(rd.Metadata(), dst)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{rd: rd, dst: regs}, nil
+}
+
+// bindRegions returns the destination of each region meta declares, by
+// index, after checking that dst names exactly one for each, with the
+// declared page size, page count and seed; it scrubs them, so that what
+// they hold after the stream is exactly what the stream sent.
+func bindRegions(meta *Metadata, dst []RegionRef) ([]*memory.Region, error) {
+	regs := make([]*memory.Region, len(meta.Regions))
 	for _, d := range dst {
 		i := meta.region(d.ID)
 		if i < 0 {
 			return nil, invalid("destination for undeclared region %d", d.ID)
 		}
-		if a.dst[i] != nil {
+		if regs[i] != nil {
 			return nil, invalid("two destinations for region %d", d.ID)
 		}
 		ri, r := meta.Regions[i], d.Region
@@ -73,19 +84,19 @@ func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
 			return nil, invalid("destination for region %d does not match its declaration (%d pages of %d bytes, seed %#x)",
 				d.ID, ri.Pages(), ri.PageSize, ri.Seed)
 		}
-		a.dst[i] = r
+		regs[i] = r
 	}
-	for i, r := range a.dst {
+	for i, r := range regs {
 		if r == nil {
 			return nil, invalid("no destination for region %d", meta.Regions[i].ID)
 		}
 	}
-	for _, r := range a.dst {
+	for _, r := range regs {
 		if err := r.Scrub(); err != nil {
 			return nil, invalid("destination").withCause(err)
 		}
 	}
-	return a, nil
+	return regs, nil
 }
 
 // Step reads and applies the next record and returns its type; after the
@@ -105,18 +116,8 @@ func (a *Applier) Step() (RecordType, error) {
 	switch t {
 	case RecordPageBatch:
 		b := a.rd.Batch()
-		r := a.dst[b.region]
-		for i := range b.Len() {
-			p := b.Page(i)
-			var err error
-			if p.Kind == PageZero {
-				err = r.StoreGenerated(p.Index, memory.ClassZero, p.Gen)
-			} else {
-				err = r.StorePage(p.Index, p.Data, p.Gen)
-			}
-			if err != nil {
-				return 0, a.fail(newError(ErrState, a.rd.Offset(), -1, "destination region %d", b.Region).withCause(err))
-			}
+		if err := storeBatch(b, a.dst[b.region]); err != nil {
+			return 0, a.fail(newError(ErrState, a.rd.Offset(), -1, "destination region %d", b.Region).withCause(err))
 		}
 	case RecordDeviceState:
 		ds := a.rd.DeviceState()
@@ -138,19 +139,27 @@ func (a *Applier) Step() (RecordType, error) {
 func (a *Applier) SetDigestWorkers(n int) { a.digestWorkers = n }
 
 func (a *Applier) verifyDigests() error {
-	meta := a.rd.Metadata()
-	end := a.rd.StreamEnd()
-	for _, d := range end.RegionDigests {
-		got, err := a.dst[meta.region(d.Region)].DigestParallel(a.digestWorkers)
+	var err error
+	a.digests, err = verifyRegionDigests(a.rd.Metadata(), a.dst, a.rd.StreamEnd().RegionDigests, a.digestWorkers, a.rd.Offset())
+	return err
+}
+
+// verifyRegionDigests hashes the destination of each region the stream
+// sent a digest of, and compares; it returns the digests it computed, in
+// the stream's order. off is the stream's offset, for the errors.
+func verifyRegionDigests(meta *Metadata, dst []*memory.Region, sent []RegionDigest, workers int, off int64) ([]RegionDigest, error) {
+	var got []RegionDigest
+	for _, d := range sent {
+		sum, err := dst[meta.region(d.Region)].DigestParallel(workers)
 		if err != nil {
-			return newError(ErrState, a.rd.Offset(), -1, "destination region %d", d.Region).withCause(err)
+			return nil, newError(ErrState, off, -1, "destination region %d", d.Region).withCause(err)
 		}
-		a.digests = append(a.digests, RegionDigest{Region: d.Region, Digest: got})
-		if got != d.Digest {
-			return newError(ErrChecksum, a.rd.Offset(), -1, "region %d content digest computed %#016x, stream says %#016x", d.Region, got, d.Digest)
+		got = append(got, RegionDigest{Region: d.Region, Digest: sum})
+		if sum != d.Digest {
+			return nil, newError(ErrChecksum, off, -1, "region %d content digest computed %#016x, stream says %#016x", d.Region, sum, d.Digest)
 		}
 	}
-	return nil
+	return got, nil
 }
 
 // Run applies records until the end of the stream has been verified.
@@ -222,4 +231,21 @@ func (a *Applier) fail(err error) error {
 		_ = r.Scrub()
 	}
 	return err
+}
+
+// storeBatch stores the pages of b into r, the destination of its region.
+func storeBatch(b *Batch, r *memory.Region) error {
+	for i := range b.Len() {
+		p := b.Page(i)
+		var err error
+		if p.Kind == PageZero {
+			err = r.StoreGenerated(p.Index, memory.ClassZero, p.Gen)
+		} else {
+			err = r.StorePage(p.Index, p.Data, p.Gen)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -128,58 +128,74 @@ func (rd *Reader) Next() (RecordType, error) {
 		if err != nil {
 			return 0, rd.fail(err)
 		}
-		malformed := func(format string, args ...any) (RecordType, error) {
-			return 0, rd.fail(newError(ErrMalformed, rec.Offset, int64(rec.Seq), format, args...))
-		}
 		rd.cur = rec.Type
-		switch rec.Type {
-		case RecordPageBatch:
+		if rec.Type == RecordPageBatch {
 			b, err := rd.bd.Decode(rec)
 			if err != nil {
 				return 0, rd.fail(err)
 			}
 			rd.batch = b
 			rd.tally.add(b.Sum, b.Len(), b.ZeroPages())
-		case RecordDeviceState:
-			if why, overLimit := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
-				return 0, rd.fail(newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "device state: %s", why))
-			}
-			if !rd.tally.addDevice(rd.device.Device, xxhashSum(rec.Payload)) {
-				return malformed("device %d: not declared, or its state sent twice", rd.device.Device)
-			}
-		case RecordEndRound:
-			if why := decodeRoundEnd(rec.Payload, &rd.round, rd.newer); why != "" {
-				return malformed("end of round: %s", why)
-			}
-			want := rd.tally.endRound()
-			if err := compareRound(&rd.round, &want); err != "" {
-				return malformed("end of round %d: %s", want.Round, err)
-			}
-			if rd.round.Digest != want.Digest {
-				return 0, rd.fail(newError(ErrChecksum, rec.Offset, int64(rec.Seq), "round %d digest computed %#016x, stream says %#016x", want.Round, want.Digest, rd.round.Digest))
-			}
-		case RecordEndStream:
-			if why := decodeStreamEnd(rec.Payload, &rd.end, rd.opts.Limits.MaxRegions, rd.newer); why != "" {
-				return malformed("end of stream: %s", why)
-			}
-			want := rd.tally.end()
-			if err := compareStream(&rd.end, &want, &rd.meta); err != "" {
-				return malformed("end of stream: %s", err)
-			}
-			if rd.end.Digest != want.Digest {
-				return 0, rd.fail(newError(ErrChecksum, rec.Offset, int64(rec.Seq), "stream digest computed %#016x, stream says %#016x", want.Digest, rd.end.Digest))
-			}
-			rd.done = true
-		case RecordMetadata:
-			return malformed("second metadata record")
-		default:
-			if rec.Type.Optional() {
-				continue
-			}
-			return 0, rd.fail(newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v", rec.Type))
+			return rec.Type, nil
 		}
-		return rec.Type, nil
+		skip, err := rd.control(rec)
+		if err != nil {
+			return 0, rd.fail(err)
+		}
+		if !skip {
+			return rec.Type, nil
+		}
 	}
+}
+
+// control checks a record that is not a page batch against the running
+// counts and digests, every page batch before it already counted; it
+// reports an optional record of an unknown type, to be skipped. A
+// ParallelApplier's streams share it with Next.
+func (rd *Reader) control(rec Record) (skip bool, err error) {
+	malformed := func(format string, args ...any) (bool, error) {
+		return false, newError(ErrMalformed, rec.Offset, int64(rec.Seq), format, args...)
+	}
+	switch rec.Type {
+	case RecordDeviceState:
+		if why, overLimit := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
+			return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "device state: %s", why)
+		}
+		if !rd.tally.addDevice(rd.device.Device, xxhashSum(rec.Payload)) {
+			return malformed("device %d: not declared, or its state sent twice", rd.device.Device)
+		}
+	case RecordEndRound:
+		if why := decodeRoundEnd(rec.Payload, &rd.round, rd.newer); why != "" {
+			return malformed("end of round: %s", why)
+		}
+		want := rd.tally.endRound()
+		if err := compareRound(&rd.round, &want); err != "" {
+			return malformed("end of round %d: %s", want.Round, err)
+		}
+		if rd.round.Digest != want.Digest {
+			return false, newError(ErrChecksum, rec.Offset, int64(rec.Seq), "round %d digest computed %#016x, stream says %#016x", want.Round, want.Digest, rd.round.Digest)
+		}
+	case RecordEndStream:
+		if why := decodeStreamEnd(rec.Payload, &rd.end, rd.opts.Limits.MaxRegions, rd.newer); why != "" {
+			return malformed("end of stream: %s", why)
+		}
+		want := rd.tally.end()
+		if err := compareStream(&rd.end, &want, &rd.meta); err != "" {
+			return malformed("end of stream: %s", err)
+		}
+		if rd.end.Digest != want.Digest {
+			return false, newError(ErrChecksum, rec.Offset, int64(rec.Seq), "stream digest computed %#016x, stream says %#016x", want.Digest, rd.end.Digest)
+		}
+		rd.done = true
+	case RecordMetadata:
+		return malformed("second metadata record")
+	default:
+		if rec.Type.Optional() {
+			return true, nil
+		}
+		return false, newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v", rec.Type)
+	}
+	return false, nil
 }
 
 // malformedOrLimit is the sentinel of a payload that did not decode:

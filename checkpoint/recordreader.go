@@ -217,3 +217,13 @@ func (rr *RecordReader) truncated(err error, where string) error {
 	}
 	return e
 }
+
+// takeBuffer hands the caller the buffer the last record's payload
+// aliases, and reads the next record into next (grown as needed; nil is
+// fine). A ParallelApplier's stream passes each page batch's buffer to a
+// worker this way, without copying it.
+func (rr *RecordReader) takeBuffer(next []byte) []byte {
+	b := rr.buf
+	rr.buf = next[:0]
+	return b
+}

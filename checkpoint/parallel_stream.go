@@ -1,0 +1,259 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+	"sync"
+)
+
+// parallelStream is one stream of a ParallelApplier, read on its own
+// goroutine. The record layer (length, sequence, check value,
+// authentication) runs there, in order; page batches go to the workers,
+// and everything else waits until the stream's batches before it are
+// applied and counted, so that the stream's tally sees its records in
+// order, as a Reader's does.
+type parallelStream struct {
+	p     *ParallelApplier
+	index int
+	rd    *Reader
+	// pending are the stream's batches handed to workers since its last
+	// record of another kind, in stream order; each worker fills in its
+	// result. inFlight counts those not yet done.
+	pending  []*batchResult
+	spare    []*batchResult
+	inFlight sync.WaitGroup
+	devices  []DeviceState
+}
+
+// batchResult is what a worker made of one page batch.
+type batchResult struct {
+	sum         uint64
+	pages, zero int
+	err         error
+}
+
+// batchJob is a page batch record handed to a worker, and the buffer its
+// payload lives in.
+type batchJob struct {
+	s   *parallelStream
+	rec Record
+	buf []byte
+	res *batchResult
+}
+
+// run reads the stream to its end-of-stream record.
+func (s *parallelStream) run(ctx context.Context) error {
+	p, rr := s.p, s.rd.rr
+	for {
+		// A slot of the records in flight is taken before the record
+		// is read, so that the stream waits, unread, while the workers
+		// are behind.
+		if err := p.sem.Acquire(ctx, 1); err != nil {
+			return err
+		}
+		before := rr.Offset()
+		rec, err := rr.Next()
+		p.wire.Add(rr.Offset() - before)
+		if err != nil {
+			p.sem.Release(1)
+			if err == io.EOF {
+				err = newError(ErrTruncated, rr.Offset(), -1, "stream %d ends before its end-of-stream record", s.index)
+			}
+			return err
+		}
+		if rec.Type == RecordPageBatch {
+			if err := s.dispatch(ctx, rec); err != nil {
+				return err
+			}
+			continue
+		}
+		p.sem.Release(1)
+		if err := s.settle(); err != nil {
+			return err
+		}
+		skip, err := s.rd.control(rec)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
+		}
+		switch rec.Type {
+		case RecordDeviceState:
+			ds := s.rd.DeviceState()
+			ds.Data = append([]byte(nil), ds.Data...)
+			s.devices = append(s.devices, ds)
+			p.observe(Applied{Stream: s.index, Type: rec.Type})
+		case RecordEndRound:
+			if err := p.rounds.endRound(s.index, p); err != nil {
+				return err
+			}
+		case RecordEndStream:
+			p.rounds.finish(s.index)
+			p.observe(Applied{Stream: s.index, Type: rec.Type})
+			return nil
+		}
+	}
+}
+
+// dispatch hands page batch rec to a worker, with the buffer its payload
+// lives in; the record reader reads on into a buffer a worker gave back.
+func (s *parallelStream) dispatch(ctx context.Context, rec Record) error {
+	var next []byte
+	select {
+	case next = <-s.p.bufs:
+	default:
+	}
+	j := &batchJob{s: s, rec: rec, buf: s.rd.rr.takeBuffer(next), res: s.result()}
+	s.pending = append(s.pending, j.res)
+	s.inFlight.Add(1)
+	select {
+	case s.p.jobs <- j:
+		return nil
+	case <-ctx.Done():
+		s.inFlight.Done()
+		s.p.sem.Release(1)
+		return ctx.Err()
+	}
+}
+
+// result returns a cleared result to fill, reusing one counted already.
+func (s *parallelStream) result() *batchResult {
+	if n := len(s.spare); n > 0 {
+		r := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		*r = batchResult{}
+		return r
+	}
+	return &batchResult{}
+}
+
+// settle waits for the stream's batches in flight and counts them in the
+// stream's tally, in stream order; the first that failed is the stream's
+// failure.
+func (s *parallelStream) settle() error {
+	s.inFlight.Wait()
+	defer func() {
+		s.spare = append(s.spare, s.pending...)
+		clear(s.pending)
+		s.pending = s.pending[:0]
+	}()
+	for _, r := range s.pending {
+		if r.err != nil {
+			return r.err
+		}
+		s.rd.tally.add(r.sum, r.pages, r.zero)
+	}
+	return nil
+}
+
+// work decodes and applies page batches until the jobs end. After a
+// failure it only lets them go, so that no stream waits on a batch
+// forever.
+func (p *ParallelApplier) work(ctx context.Context, cancel context.CancelFunc) {
+	bd := &BatchDecoder{}
+	defer bd.Close()
+	s0 := p.streams[0].rd
+	reset := bd.Reset(s0.Header(), p.meta, s0.opts.Limits)
+	for j := range p.jobs {
+		switch {
+		case reset != nil:
+			j.res.err = reset
+		case ctx.Err() != nil:
+			j.res.err = ctx.Err()
+		default:
+			j.res.err = p.apply(bd, j)
+		}
+		if j.res.err != nil {
+			p.fail(j.res.err, cancel)
+		}
+		select {
+		case p.bufs <- j.buf:
+		default:
+		}
+		j.buf = nil
+		p.sem.Release(1)
+		j.s.inFlight.Done()
+	}
+}
+
+// apply decodes the batch of j and stores its pages.
+func (p *ParallelApplier) apply(bd *BatchDecoder, j *batchJob) error {
+	b, err := bd.Decode(j.rec)
+	if err != nil {
+		return err
+	}
+	if err := storeBatch(b, p.dst[b.region]); err != nil {
+		return newError(ErrState, j.rec.Offset, int64(j.rec.Seq), "destination region %d", b.Region).withCause(err)
+	}
+	j.res.sum, j.res.pages, j.res.zero = b.Sum, b.Len(), b.ZeroPages()
+	p.observe(Applied{Stream: j.s.index, Type: RecordPageBatch, Region: b.Region, Pages: b.Len(), ZeroPages: b.ZeroPages()})
+	return nil
+}
+
+// roundBarrier holds each stream at the end of a round until every stream
+// has ended it.
+type roundBarrier struct {
+	mu       sync.Mutex
+	cond     sync.Cond
+	ended    []int  // rounds each stream has ended
+	finished []bool // whether each stream has ended
+	reported int    // rounds told of
+	aborted  bool
+}
+
+func (b *roundBarrier) reset(streams int) {
+	b.cond.L = &b.mu
+	b.ended, b.finished = make([]int, streams), make([]bool, streams)
+}
+
+// endRound counts the end of a round on stream i and waits for the other
+// streams to end it. The last to arrive tells p's caller.
+func (b *roundBarrier) endRound(i int, p *ParallelApplier) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended[i]++
+	r := b.ended[i]
+	b.cond.Broadcast()
+	for {
+		if b.aborted {
+			return newError(ErrState, p.Offset(), -1, "stopped")
+		}
+		all := true
+		for j, n := range b.ended {
+			if n >= r {
+				continue
+			}
+			if b.finished[j] {
+				return newError(ErrMalformed, p.Offset(), -1, "stream %d ended after %d rounds, stream %d has more", j, n, i)
+			}
+			all = false
+		}
+		if all {
+			break
+		}
+		b.cond.Wait()
+	}
+	if b.reported < r {
+		// The first stream past the barrier tells of the round.
+		b.reported = r
+		p.observe(Applied{Stream: -1, Type: RecordEndRound, Round: r - 1})
+	}
+	return nil
+}
+
+// finish marks stream i ended, waking streams that wait for it.
+func (b *roundBarrier) finish(i int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.finished[i] = true
+	b.cond.Broadcast()
+}
+
+// abort wakes every waiting stream, to fail.
+func (b *roundBarrier) abort() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.aborted = true
+	b.cond.Broadcast()
+}

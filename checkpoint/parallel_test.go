@@ -1,0 +1,354 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"pgregory.net/rapid"
+)
+
+// fataler is what both *testing.T and *rapid.T offer.
+type fataler interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+}
+
+// writeSet writes the pages of r in set as batches of at most pages pages,
+// encoded with enc, to pw.
+func writeSet(tb fataler, pw *ParallelWriter, enc *BatchEncoder, id uint32, r *memory.Region, set *memory.PageSet, pages int) {
+	tb.Helper()
+	for p := set.Next(0); p >= 0; {
+		if err := enc.Begin(id, r.PageSize()); err != nil {
+			tb.Fatal(err)
+		}
+		for n := 0; n < pages && p >= 0; n++ {
+			if err := enc.AddFrom(r, p); err != nil {
+				tb.Fatal(err)
+			}
+			p = set.Next(p + 1)
+		}
+		b, err := enc.Finish()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := pw.WriteBatch(b); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// parallelKeys returns a key for each of k streams, or nil.
+func parallelKeys(k int, encrypt bool) [][]byte {
+	keys := make([][]byte, k)
+	for i := range keys {
+		if encrypt {
+			keys[i] = bytes.Repeat([]byte{byte(0x40 + i)}, KeySize)
+		}
+	}
+	return keys
+}
+
+// parallelStreams opens k streams written to bufs, for a ParallelApplier.
+func parallelStreams(bufs []*bytes.Buffer, keys [][]byte) []ParallelStream {
+	var ss []ParallelStream
+	for i, b := range bufs {
+		ss = append(ss, ParallelStream{R: bytes.NewReader(b.Bytes()), Key: keys[i]})
+	}
+	return ss
+}
+
+// TestPropertyParallel: rounds of random writes, sent over K streams by a
+// ParallelWriter and applied by a ParallelApplier with W workers, give
+// the destination the source's final contents, however pages were
+// rewritten from round to round and whichever streams carried their
+// copies: a page's newer copy is never overwritten by its older one. The
+// streams' bytes do not depend on anything but the batches.
+func TestPropertyParallel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ps := rapid.SampledFrom([]int{256, 4096}).Draw(t, "pageSize")
+		pages := rapid.IntRange(1, 96).Draw(t, "pages")
+		k := rapid.IntRange(1, 4).Draw(t, "streams")
+		workers := rapid.IntRange(1, 4).Draw(t, "workers")
+		batch := rapid.IntRange(1, 8).Draw(t, "batchPages")
+		encrypt := rapid.Bool().Draw(t, "encrypt")
+		src, err := memory.New(memory.Config{SizeBytes: int64(pages * ps), PageSize: ps, Kind: memory.Sparse, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := Metadata{VMID: "vm", Profiles: []string{"P40-1q"}, Regions: []RegionInfo{RegionInfoOf(5, src)}}
+		level := rapid.SampledFrom([]Level{LevelNone, LevelFastest}).Draw(t, "level")
+		wopts := WriterOptions{Level: level}
+		ropts := ReaderOptions{}
+		if encrypt {
+			wopts.Encryption, ropts.Encryption = EncryptionRequired, EncryptionRequired
+		}
+		keys := parallelKeys(k, encrypt)
+		bufs := make([]*bytes.Buffer, k)
+		outs := make([]ParallelOut, k)
+		for i := range outs {
+			bufs[i] = &bytes.Buffer{}
+			outs[i] = ParallelOut{W: bufs[i], StreamID: [StreamIDSize]byte{byte(i)}, Key: keys[i]}
+		}
+		pw, err := NewParallelWriter(meta, wopts, outs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pw.Release()
+		enc, err := NewBatchEncoder(level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer enc.Close()
+		var set memory.PageSet
+		for range rapid.IntRange(1, 5).Draw(t, "rounds") {
+			for range rapid.IntRange(0, 40).Draw(t, "writes") {
+				p := rapid.IntRange(0, pages-1).Draw(t, "page")
+				switch rapid.IntRange(0, 2).Draw(t, "op") {
+				case 0:
+					err = src.Fill(p, 1, rapid.SampledFrom([]memory.Class{memory.ClassZero, memory.ClassText, memory.ClassRandom}).Draw(t, "class"))
+				case 1:
+					_, err = src.WriteAt([]byte(fmt.Sprint("write ", p)), int64(p*ps))
+				case 2:
+					_, err = src.WriteAt(make([]byte, ps), int64(p*ps))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			src.CollectDirty(&set)
+			writeSet(t, pw, enc, 5, src, &set, batch)
+			if err := pw.EndRound(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The final pages: some rewritten once more.
+		for p := 0; p < pages; p += rapid.IntRange(1, pages).Draw(t, "stride") {
+			if _, err := src.WriteAt([]byte("final"), int64(p*ps)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		src.CollectDirty(&set)
+		writeSet(t, pw, enc, 5, src, &set, batch)
+		if err := pw.WriteDeviceState(DeviceState{Device: 0, Version: 3, Data: []byte("state")}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := src.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pw.CloseWithDigests([]RegionDigest{{5, d}}); err != nil {
+			t.Fatal(err)
+		}
+
+		dst, err := memory.New(memory.Config{SizeBytes: src.Size(), PageSize: ps, Kind: memory.Sparse, Seed: src.Seed()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, err := NewParallelApplier(parallelStreams(bufs, keys), ropts, []RegionRef{{5, dst}}, ParallelOptions{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pa.Close()
+		if err := pa.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := pa.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := memory.FirstDiff(src, dst); err != nil || p >= 0 {
+			t.Fatalf("regions differ at page %d (%v)", p, err)
+		}
+		if ds := pa.DeviceStates(); len(ds) != 1 || string(ds[0].Data) != "state" {
+			t.Fatalf("device states %+v", ds)
+		}
+		if got := pa.RegionDigests(); len(got) != 1 || got[0].Digest != d {
+			t.Fatalf("digests %+v, want %#x", got, d)
+		}
+		var total int64
+		for _, b := range bufs {
+			total += int64(b.Len())
+		}
+		if pa.Offset() != total || pw.Offset() != total {
+			t.Fatalf("applier read %d bytes, writer wrote %d, streams hold %d", pa.Offset(), pw.Offset(), total)
+		}
+	})
+}
+
+// parallelFixture writes a small VM's stream over k streams: two rounds
+// and the final pages. It returns the streams' bytes and a fresh
+// destination.
+func parallelFixture(tb testing.TB, k int) ([][]byte, *memory.Region) {
+	tb.Helper()
+	src := newRegion(tb, memory.Sparse, 64, 1024, 11, memory.MixRealistic())
+	meta := Metadata{VMID: "vm", Regions: []RegionInfo{RegionInfoOf(0, src)}}
+	bufs := make([]*bytes.Buffer, k)
+	outs := make([]ParallelOut, k)
+	for i := range outs {
+		bufs[i] = &bytes.Buffer{}
+		outs[i] = ParallelOut{W: bufs[i], StreamID: [StreamIDSize]byte{byte(i)}}
+	}
+	pw, err := NewParallelWriter(meta, WriterOptions{}, outs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer pw.Release()
+	enc, err := NewBatchEncoder(LevelFastest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer enc.Close()
+	var set memory.PageSet
+	for range 2 {
+		src.CollectDirty(&set)
+		writeSet(tb, pw, enc, 0, src, &set, 4)
+		if err := pw.EndRound(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := src.Fill(0, 20, memory.ClassText); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	src.CollectDirty(&set)
+	writeSet(tb, pw, enc, 0, src, &set, 4)
+	d, err := src.Digest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pw.CloseWithDigests([]RegionDigest{{0, d}}); err != nil {
+		tb.Fatal(err)
+	}
+	out := make([][]byte, k)
+	for i, b := range bufs {
+		out[i] = b.Bytes()
+	}
+	return out, emptyLike(tb, src, memory.Sparse)
+}
+
+// runParallel applies streams to dst and returns Run's error; the
+// destination must be scrubbed if it failed.
+func runParallel(tb testing.TB, streams [][]byte, dst *memory.Region, workers int) error {
+	tb.Helper()
+	var ss []ParallelStream
+	for _, s := range streams {
+		ss = append(ss, ParallelStream{R: bytes.NewReader(s)})
+	}
+	pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}}, ParallelOptions{Workers: workers})
+	if err != nil {
+		return err
+	}
+	defer pa.Close()
+	err = pa.Run(context.Background())
+	if err != nil {
+		if n := dst.ResidentBytes(); n != 0 {
+			tb.Fatalf("failed with %d bytes left at the destination", n)
+		}
+		if pa.Commit() == nil {
+			tb.Fatal("Commit after a failure")
+		}
+	}
+	return err
+}
+
+// TestParallelHostile: what only several streams together can get wrong
+// fails with a typed error and leaves the destination scrubbed.
+func TestParallelHostile(t *testing.T) {
+	good, _ := parallelFixture(t, 3)
+	other, _ := parallelFixture(t, 2)
+	cut := func(b []byte, n int) []byte { return b[:len(b)-n] }
+	for _, tc := range []struct {
+		name    string
+		streams func() [][]byte
+		want    error
+	}{
+		{"stream truncated", func() [][]byte { return [][]byte{good[0], cut(good[1], 10), good[2]} }, ErrTruncated},
+		{"stream cut at a record", func() [][]byte {
+			// Stream 2 without its end of stream: 24 bytes of record
+			// framing and its payload, at least 8 bytes.
+			rd, _ := NewReader(bytes.NewReader(good[2]), ReaderOptions{})
+			for {
+				before := rd.Offset()
+				if t, err := rd.Next(); err != nil || t == RecordEndStream {
+					return [][]byte{good[0], good[1], good[2][:before]}
+				}
+			}
+		}, ErrTruncated},
+		{"streams swapped", func() [][]byte { return [][]byte{good[1], good[0], good[2]} }, nil},
+		{"a stream of another split", func() [][]byte { return [][]byte{good[0], other[1], good[2]} }, ErrChecksum},
+		{"a stream twice", func() [][]byte { return [][]byte{good[0], good[1], good[1]} }, ErrChecksum},
+		{"a stream missing", func() [][]byte { return [][]byte{good[0], good[1]} }, ErrChecksum},
+		{"a corrupt byte", func() [][]byte {
+			b := bytes.Clone(good[1])
+			b[len(b)/2] ^= 1
+			return [][]byte{good[0], b, good[2]}
+		}, ErrChecksum},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dst := parallelFixture(t, 3)
+			err := runParallel(t, tc.streams(), dst, 2)
+			if tc.want == nil {
+				// Swapping whole streams reorders nothing within a
+				// round: the streams' ids are the caller's to check.
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+// TestParallelRunsOnce: Run twice is an error, and a failed applier cannot
+// commit.
+func TestParallelRunsOnce(t *testing.T) {
+	streams, dst := parallelFixture(t, 2)
+	var ss []ParallelStream
+	for _, s := range streams {
+		ss = append(ss, ParallelStream{R: bytes.NewReader(s)})
+	}
+	pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}}, ParallelOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	if err := pa.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, pa.Run(context.Background()), ErrState)
+	if err := pa.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockingReader never returns: a stream whose peer stalls.
+type blockingReader struct{ stop chan struct{} }
+
+func (b blockingReader) Read([]byte) (int, error) { <-b.stop; return 0, io.ErrClosedPipe }
+
+// TestParallelStopsStalledStreams: a failure on one stream calls Stop,
+// which unblocks the others, and Run returns the failure.
+func TestParallelStopsStalledStreams(t *testing.T) {
+	good, dst := parallelFixture(t, 2)
+	stall := blockingReader{stop: make(chan struct{})}
+	// Stream 1 sends its header and metadata, then stalls.
+	rd, err := NewReader(bytes.NewReader(good[1]), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := good[1][:rd.Offset()]
+	bad := bytes.Clone(good[0])
+	bad[len(head)+30] ^= 1 // in stream 0's first batch, before any barrier
+	ss := []ParallelStream{{R: bytes.NewReader(bad)}, {R: io.MultiReader(bytes.NewReader(head), stall)}}
+	pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}},
+		ParallelOptions{Workers: 2, Stop: func() { close(stall.stop) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	wantErr(t, pa.Run(context.Background()), ErrChecksum)
+}
