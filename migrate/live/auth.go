@@ -34,7 +34,17 @@ const (
 // sessionKeys are one migration's keys.
 type sessionKeys struct {
 	fromSource, fromDestination []byte // control-message MAC keys, by sender
-	stream                      []byte // the checkpoint stream's key
+	prk                         []byte // HKDF's pseudorandom key, which the streams' keys expand
+}
+
+// streamKey is the key of the migration's stream i: each stream has its
+// own, since every stream numbers its records, the AES-GCM nonces, from 0.
+func (k sessionKeys) streamKey(i int) ([]byte, error) {
+	key, err := hkdf.Expand(sha256.New, k.prk, fmt.Sprintf("vgpusim live 3: stream %d", i), checkpoint.KeySize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: deriving stream %d's key: %v", migrate.ErrConfig, i, err)
+	}
+	return key, nil
 }
 
 // noKey is the secret of a migration without a key: a fixed one, not an
@@ -53,15 +63,14 @@ func deriveKeys(key []byte, sourceNonce, destNonce *[nonceBytes]byte) (sessionKe
 	if err != nil {
 		return sessionKeys{}, fmt.Errorf("%w: deriving the migration's keys: %v", migrate.ErrConfig, err)
 	}
-	var keys sessionKeys
+	keys := sessionKeys{prk: prk}
 	for _, k := range []struct {
 		dst  *[]byte
 		info string
 		n    int
 	}{
-		{&keys.fromSource, "vgpusim live 2: source control", sha256.Size},
-		{&keys.fromDestination, "vgpusim live 2: destination control", sha256.Size},
-		{&keys.stream, "vgpusim live 2: stream", checkpoint.KeySize},
+		{&keys.fromSource, "vgpusim live 3: source control", sha256.Size},
+		{&keys.fromDestination, "vgpusim live 3: destination control", sha256.Size},
 	} {
 		if *k.dst, err = hkdf.Expand(sha256.New, prk, k.info, k.n); err != nil {
 			return sessionKeys{}, fmt.Errorf("%w: deriving the migration's keys: %v", migrate.ErrConfig, err)
@@ -126,11 +135,12 @@ func (t *transcript) labelled(key []byte, label string, more ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// streamID is the checkpoint stream's id: the caller's half, and a half
-// drawn from the conversation up to the hello, which binds the hello and
-// both nonces into the stream's header.
-func (t *transcript) streamID(caller uint64) [checkpoint.StreamIDSize]byte {
-	sum := t.labelled(t.keys.fromSource, "stream id")
+// streamID is the id of the migration's stream i: the caller's half, and
+// a half drawn from the conversation up to the hello, which binds the
+// hello and both nonces into every stream's header, and i, which no other
+// stream of the migration shares.
+func (t *transcript) streamID(caller uint64, i int) [checkpoint.StreamIDSize]byte {
+	sum := t.labelled(t.keys.fromSource, "stream id", binary.LittleEndian.AppendUint32(nil, uint32(i)))
 	return migrate.StreamID(caller, binary.LittleEndian.Uint64(sum[:8]))
 }
 

@@ -107,10 +107,15 @@ func TestNoNonceReuse(t *testing.T) {
 		return k
 	}
 	k1, k2, k3 := derive(n1, n2), derive(n2, n1), derive(n1, n2)
-	if bytes.Equal(k1.stream, k2.stream) || bytes.Equal(k1.fromSource, k2.fromSource) || !bytes.Equal(k1.stream, k3.stream) {
+	stream := func(k sessionKeys, i int) []byte {
+		key, err := k.streamKey(i)
+		must(t, err)
+		return key
+	}
+	if bytes.Equal(stream(k1, 0), stream(k2, 0)) || bytes.Equal(k1.fromSource, k2.fromSource) || !bytes.Equal(stream(k1, 1), stream(k3, 1)) {
 		t.Fatal("the keys do not follow the nonces")
 	}
-	if bytes.Equal(k1.stream, k1.fromSource) || bytes.Equal(k1.fromSource, k1.fromDestination) {
+	if bytes.Equal(stream(k1, 0), k1.fromSource) || bytes.Equal(k1.fromSource, k1.fromDestination) || bytes.Equal(stream(k1, 0), stream(k1, 1)) {
 		t.Fatal("one migration's keys repeat")
 	}
 	t.Logf("two migrations under one key: stream ids %x and %x; %d of %d sealed metadata bytes agree", idA, idB, same, n)

@@ -133,6 +133,17 @@ type ReceiveConfig struct {
 	// digest at the end of the stream, while the VM is stopped; zero
 	// means GOMAXPROCS.
 	DigestWorkers int
+	// Workers is how many goroutines decode and apply the page batches
+	// that the connections' readers, one goroutine each, take in; zero
+	// means GOMAXPROCS.
+	Workers int
+	// InFlight bounds the page batches read and not yet applied, over
+	// all the connections: the destination's memory besides the VM's is
+	// about InFlight+Workers batches. A connection whose batches are all
+	// in flight is not read until the workers catch up, and the source
+	// then waits on the connection's flow control. Zero means 2*Workers
+	// plus one a connection.
+	InFlight int
 	// Timeout, HandshakeTimeout, MinBytesPerSec, Lock, Progress, Logger,
 	// Clock and Rand mean what they mean in SendConfig, for the destination
 	// host. The handshake ends here when the source's hello has been
@@ -153,8 +164,11 @@ func (c ReceiveConfig) withDefaults() (ReceiveConfig, error) {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = defaultMaxBatchBytes
 	}
-	if c.MaxBatchBytes < 0 {
-		return c, fmt.Errorf("%w: negative batch size %d", migrate.ErrConfig, c.MaxBatchBytes)
+	if c.MaxBatchBytes < 0 || c.Workers < 0 || c.InFlight < 0 {
+		return c, fmt.Errorf("%w: negative batch size %d, workers %d or batches in flight %d", migrate.ErrConfig, c.MaxBatchBytes, c.Workers, c.InFlight)
+	}
+	if c.Workers == 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
 	}
 	err := endDefaults(c.EncryptionKey, &c.Timeout, &c.HandshakeTimeout, &c.MinBytesPerSec, &c.DigestWorkers, &c.Lock, &c.Clock)
 	return c, err

@@ -243,7 +243,11 @@ func hostileCheck(prev uint64, recHeader, payload []byte) uint64 {
 }
 
 func hostileAEAD() cipher.AEAD {
-	b, err := aes.NewCipher(replayKeys(hostileKey).stream)
+	key, err := replayKeys(hostileKey).streamKey(0)
+	if err != nil {
+		panic(err)
+	}
+	b, err := aes.NewCipher(key)
 	if err != nil {
 		panic(err)
 	}

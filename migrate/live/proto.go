@@ -26,7 +26,7 @@ const (
 	// are decoded strictly, so any change to their fields is a new major
 	// version; a minor version may only change what both ends accept
 	// already.
-	ProtocolMajor = 2
+	ProtocolMajor = 3
 	ProtocolMinor = 0
 
 	preambleBytes = len(liveMagic) + 4

@@ -45,10 +45,6 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 	link := linkName(conns)
 	r := &receiver{cfg: cfg, host: host, conns: newConnSet(conns, cfg.bounds()), ctx: ctx, start: cfg.Clock.Now(),
 		handover: migrate.NewHandover(migrate.DestinationEnd)}
-	// The connections are read ahead while the stream arrives, from the
-	// end of the handshake on; the reads stop, here too if it fails,
-	// before Receive lets them go.
-	defer func() { stopReadAhead(r.ahead) }()
 	r.prog = reporter{fn: cfg.Progress, log: cfg.Logger, clock: cfg.Clock, start: r.start}
 	stop := context.AfterFunc(ctx, r.conns.closeAll)
 	defer stop()
@@ -61,7 +57,7 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 		}
 		return nil, rep, r.err
 	}
-	_ = r.rd.Close()
+	_ = r.pa.Close()
 	rep := r.closeReport(migrate.PhaseDone)
 	r.prog.emit(migrate.Event{Kind: migrate.Done, At: r.since(), Phase: migrate.PhaseDone, Round: -1, WireBytes: r.wire()})
 	return r.in, rep, nil
@@ -72,11 +68,10 @@ type receiver struct {
 	cfg   ReceiveConfig
 	host  *vgpu.Host
 	conns connSet
-	ahead []io.ReadWriter // the connections, read ahead until the stream ends
 	conv  *conversation
-	// streamID is the id the stream must carry, drawn from the
-	// handshake.
-	streamID [checkpoint.StreamIDSize]byte
+	// streamIDs are the ids the streams must carry, one a connection,
+	// drawn from the handshake up to the hello.
+	streamIDs [][checkpoint.StreamIDSize]byte
 	handover migrate.Handover
 	claim    *vgpu.MigrationClaim // the restored copy's, until the commit
 	ctx      context.Context
@@ -87,11 +82,11 @@ type receiver struct {
 	err      error
 
 	lim   checkpoint.Limits // the reader's, set by the handshake
-	ctl   *bufio.Reader     // the first connection, read ahead, once the handshake is over
-	rd    *checkpoint.Reader
-	ap    *checkpoint.Applier
+	ctl   *bufio.Reader     // the first connection, once the handshake is over
+	pa    *checkpoint.ParallelApplier
 	in    *vgpu.VM // incoming, then resumed
 	tally recvTally
+	round int // rounds applied
 }
 
 func (r *receiver) run() error {
@@ -101,38 +96,28 @@ func (r *receiver) run() error {
 	}
 	r.phase = migrate.PhasePreCopy
 	// The peer proved it holds the key (where there is one): only now do
-	// the connections get their read-ahead buffers.
-	r.ahead = make([]io.ReadWriter, len(r.conns))
-	for i, c := range r.conns {
-		r.ahead[i] = withReadAhead(c.rw)
-		c.setConn(r.ahead[i])
-	}
+	// the connections get their buffers. Each stream is read to its end
+	// record and no further, so the first connection's reader goes on
+	// with the control messages after it.
 	r.ctl = bufio.NewReaderSize(r.conns[0], liveBufferBytes)
 	r.conv.r = r.ctl
-	var data io.Reader = r.ctl
-	if len(r.conns) > 1 {
-		rs := []io.Reader{r.ctl}
-		for _, c := range r.conns[1:] {
-			rs = append(rs, bufio.NewReaderSize(c, liveBufferBytes))
-		}
-		data = newStripeReader(rs)
+	data := []io.Reader{r.ctl}
+	for _, c := range r.conns[1:] {
+		data = append(data, bufio.NewReaderSize(c, liveBufferBytes))
 	}
-	if err := r.openStream(data, h); err != nil {
+	if err := r.openStreams(data, h); err != nil {
 		return err
 	}
-	r.tally.begin(r.rd.Metadata(), r.wire(), r.since())
-	if err := r.apply(); err != nil {
-		return err
+	r.tally.begin(r.pa.Metadata(), r.wire(), r.since())
+	if err := r.pa.Run(r.ctx); err != nil {
+		return wrap(migrate.ErrStream, err)
 	}
-	// Nothing follows the stream until this side says it is ready: stop
-	// reading ahead, so that a long restore cannot trip a read deadline.
-	stopReadAhead(r.ahead)
 	r.enter(migrate.PhaseRestore)
 	if err := r.restore(); err != nil {
 		// The source waits for ready: it learns why.
 		return r.refuse(err)
 	}
-	if err := r.conv.write(msgReady, ready{StreamBytes: r.rd.Offset()}); err != nil {
+	if err := r.conv.write(msgReady, ready{StreamBytes: r.pa.Offset()}); err != nil {
 		return err
 	}
 	r.enter(migrate.PhaseResume)
@@ -208,7 +193,9 @@ func (r *receiver) handshake() (hello, error) {
 		}
 		return h, err
 	}
-	r.streamID = r.conv.t.streamID(h.StreamID)
+	for i := range r.conns {
+		r.streamIDs = append(r.streamIDs, r.conv.t.streamID(h.StreamID, i))
+	}
 	r.rep.VM, r.rep.Profiles, r.prog.vm = h.Spec.ID, h.Spec.Profiles, h.Spec.ID
 	r.rep.Source, r.rep.Mode = peerText(h.Source, maxPeerNameBytes), migrate.Mode(h.Mode)
 	switch {
@@ -248,87 +235,90 @@ func (r *receiver) refuse(cause error) error {
 	return cause
 }
 
-// openStream starts reading the checkpoint stream and checks that it
-// declares the VM the handshake announced.
-func (r *receiver) openStream(data io.Reader, h hello) error {
+// openStreams starts reading the checkpoint streams, one on each
+// connection, and checks that they declare the VM the handshake
+// announced.
+func (r *receiver) openStreams(data []io.Reader, h hello) error {
 	opts := checkpoint.ReaderOptions{Limits: r.lim}
-	if r.cfg.EncryptionKey != nil {
-		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, r.conv.t.keys.stream
-	}
-	var err error
-	if r.rd, err = checkpoint.NewReader(data, opts); err != nil {
-		return wrap(migrate.ErrStream, err)
+	streams := make([]checkpoint.ParallelStream, len(data))
+	for i, d := range data {
+		streams[i].R = d
+		if r.cfg.EncryptionKey != nil {
+			opts.Encryption = checkpoint.EncryptionRequired
+			var err error
+			if streams[i].Key, err = r.conv.t.keys.streamKey(i); err != nil {
+				return err
+			}
+		}
 	}
 	regs := append([]*memory.Region{r.in.RAM()}, r.in.Framebuffers()...)
-	meta := r.rd.Metadata()
+	refs := make([]checkpoint.RegionRef, len(regs))
+	for i, reg := range regs {
+		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
+	}
+	popts := checkpoint.ParallelOptions{Workers: r.cfg.Workers, InFlight: r.cfg.InFlight,
+		DigestWorkers: r.cfg.DigestWorkers, Stop: r.conns.closeAll, Applied: r.applied}
+	var err error
+	if r.pa, err = checkpoint.NewParallelApplier(streams, opts, refs, popts); err != nil {
+		return wrap(migrate.ErrStream, err)
+	}
+	meta := r.pa.Metadata()
 	if meta.VMID != h.Spec.ID || meta.GPUModel != h.Spec.GPUModel || !slices.Equal(meta.Profiles, h.Spec.Profiles) || len(meta.Regions) != len(regs) {
 		return fmt.Errorf("%w: the stream declares VM %q (%s %v, %d regions), the handshake %q (%s %v, %d regions)", migrate.ErrStream,
 			meta.VMID, meta.GPUModel, meta.Profiles, len(meta.Regions), h.Spec.ID, h.Spec.GPUModel, h.Spec.Profiles, len(regs))
 	}
-	refs := make([]checkpoint.RegionRef, len(regs))
 	for i, reg := range regs {
 		// The handshake sized and seeded the regions; a stream that
 		// declares them otherwise is not the VM the hello announced.
 		if got, want := meta.Regions[i], checkpoint.RegionInfoOf(uint32(i), reg); got != want {
 			return fmt.Errorf("%w: the stream declares region %d as %+v, the handshake as %+v", migrate.ErrStream, i, got, want)
 		}
-		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
 	}
 	// What the metadata does not declare — the guest OS footprint, the
-	// batch size, the source, the mode — the stream's id vouches for: it
-	// was drawn from the handshake, the hello as the source wrote it
-	// included.
-	if r.rd.Header().StreamID != r.streamID {
-		return fmt.Errorf("%w: the stream's id is not this migration's: another hello or another migration", migrate.ErrAuthentication)
+	// batch size, the source, the mode — the streams' ids vouch for: they
+	// were drawn from the handshake, the hello as the source wrote it
+	// included, and each names its connection.
+	for i := range streams {
+		if r.pa.Header(i).StreamID != r.streamIDs[i] {
+			return fmt.Errorf("%w: stream %d's id is not this migration's: another hello, another migration or another connection", migrate.ErrAuthentication, i)
+		}
 	}
-	if r.ap, err = checkpoint.NewApplier(r.rd, refs); err != nil {
-		return wrap(migrate.ErrStream, err)
-	}
-	r.ap.SetDigestWorkers(r.cfg.DigestWorkers)
 	return nil
 }
 
-// apply applies records until the end of the stream.
-func (r *receiver) apply() error {
-	round := 0
-	for {
-		t, err := r.ap.Step()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return wrap(migrate.ErrStream, err)
-		}
-		switch t {
-		case checkpoint.RecordEndRound:
-			r.tally.endRound(r.wire(), r.since())
-			r.prog.emit(migrate.Event{Kind: migrate.RoundEnded, At: r.since(), Phase: r.phase, Round: round, WireBytes: r.wire()})
-			round++
-		case checkpoint.RecordPageBatch:
-			r.tally.batch(r.rd.Batch(), r.wire(), r.since())
-			r.prog.bytes(r.phase, round, r.wire())
-		case checkpoint.RecordDeviceState:
-			r.phase = migrate.PhaseDeviceState
-		}
+// applied counts a record the streams' applier applied. It is called one
+// call at a time, from the applier's goroutines, while Receive's waits in
+// Run.
+func (r *receiver) applied(a checkpoint.Applied) {
+	switch a.Type {
+	case checkpoint.RecordEndRound:
+		r.tally.endRound(a.WireBytes, r.since())
+		r.prog.emit(migrate.Event{Kind: migrate.RoundEnded, At: r.since(), Phase: r.phase, Round: r.round, WireBytes: a.WireBytes})
+		r.round++
+	case checkpoint.RecordPageBatch:
+		r.tally.batch(a.Region, a.Pages, a.ZeroPages, a.WireBytes, r.since())
+		r.prog.bytes(r.phase, r.round, a.WireBytes)
+	case checkpoint.RecordDeviceState:
+		r.phase = migrate.PhaseDeviceState
 	}
 }
 
 // restore commits the stream — the digests checked — and restores the
 // devices.
 func (r *receiver) restore() error {
-	if err := r.ap.Commit(); err != nil {
+	if err := r.pa.Commit(); err != nil {
 		return wrap(migrate.ErrStream, err)
 	}
-	states, err := migrate.DeviceStates(r.ap.DeviceStates(), len(r.in.Framebuffers()))
+	states, err := migrate.DeviceStates(r.pa.DeviceStates(), len(r.in.Framebuffers()))
 	if err != nil {
 		return err
 	}
 	// The digests Commit computed from this side's own regions, which it
 	// checked against the stream's.
-	for _, d := range r.ap.RegionDigests() {
+	for _, d := range r.pa.RegionDigests() {
 		r.rep.RegionDigests = append(r.rep.RegionDigests, migrate.Digest(d.Digest))
 	}
-	for _, ds := range r.ap.DeviceStates() {
+	for _, ds := range r.pa.DeviceStates() {
 		r.rep.DeviceStateBytes += int64(len(ds.Data))
 	}
 	r.cfg.Lock.Lock()
@@ -349,21 +339,19 @@ func (r *receiver) restore() error {
 func (r *receiver) since() time.Duration { return r.cfg.Clock.Now().Sub(r.start) }
 
 func (r *receiver) wire() int64 {
-	if r.rd == nil {
+	if r.pa == nil {
 		return 0
 	}
-	return r.rd.Offset()
+	return r.pa.Offset()
 }
 
 // fail gives the VM up, so the host holds nothing of it.
 func (r *receiver) fail(cause error) *migrate.Report {
 	cause = liveCause(r.ctx, r.conns, cause)
 	r.conns.closeAll()
-	if r.ap != nil {
-		r.ap.Abort()
-	}
-	if r.rd != nil {
-		_ = r.rd.Close()
+	if r.pa != nil {
+		r.pa.Abort()
+		_ = r.pa.Close()
 	}
 	if r.in != nil && r.handover.OnFailure() == migrate.Discard {
 		// Destroy, not Abort: after the restore the VM is no longer

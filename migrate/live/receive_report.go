@@ -37,15 +37,16 @@ func (t *recvTally) begin(meta *checkpoint.Metadata, wire int64, now time.Durati
 	t.roundAt, t.roundWire, t.lastWire = now, wire, wire
 }
 
-// batch counts a page batch that was applied, its record ending at wire.
-func (t *recvTally) batch(b *checkpoint.Batch, wire int64, now time.Duration) {
-	i := int(b.Region) // the source declares region i as id i
+// batch counts a page batch of region that was applied, when the streams
+// had carried wire bytes.
+func (t *recvTally) batch(region uint32, pages, zero int, wire int64, now time.Duration) {
+	i := int(region) // the source declares region i as id i
 	if i >= len(t.cur) {
 		return
 	}
-	n := int64(b.Len())
+	n := int64(pages)
 	t.cur[i].Pages += n
-	t.cur[i].ZeroPages += int64(b.ZeroPages())
+	t.cur[i].ZeroPages += int64(zero)
 	t.cur[i].RawBytes += n * int64(t.meta.Regions[i].PageSize)
 	t.cur[i].WireBytes += wire - t.lastWire
 	t.lastWire = wire

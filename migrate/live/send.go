@@ -13,8 +13,7 @@ import (
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// liveBufferBytes is the buffer between the stream writer and the
-// connections: one frame when the stream is spread over several.
+// liveBufferBytes is the destination's read buffer on each connection.
 const liveBufferBytes = 256 << 10
 
 // Send live-migrates vm to a destination running Receive at the other end
@@ -25,8 +24,10 @@ const liveBufferBytes = 256 << 10
 // acknowledgement of the resume, after which the source VM is destroyed.
 // Time is wall time.
 //
-// The stream goes over every connection in conns (frames dealt in turn);
-// the first also carries the handshake and the acknowledgements.
+// Each connection in conns carries a stream of its own, written on a
+// goroutine of its own; the copy engine deals the batches to them in turn
+// (checkpoint.ParallelWriter). The first also carries the handshake and
+// the acknowledgements.
 //
 // On failure — a refusal, a connection closed or stalled past the timeout,
 // a canceled ctx, pre-copy that does not converge under the Abort policy —
@@ -68,8 +69,8 @@ type sender struct {
 
 	ctl  *bufio.Reader // the destination's answers, on the first connection
 	conv *conversation
-	bw   *bufio.Writer
-	cw   *checkpoint.Writer
+	out  sendStreams               // the connections, each written on its own goroutine
+	pw   *checkpoint.ParallelWriter // one stream on each connection
 	sink progressSink
 
 	start       time.Time
@@ -92,6 +93,14 @@ func (s *sender) run() (*migrate.Report, error) {
 	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, clock: s.cfg.Clock, start: s.start, vm: s.vm.ID()}
 	stop := context.AfterFunc(s.ctx, s.conns.closeAll)
 	defer stop()
+	// After a failure the connections are closed first (rollBack), so
+	// that no writing goroutine waits on a peer that has gone.
+	defer func() {
+		_ = s.out.close()
+		if s.pw != nil {
+			_ = s.pw.Release()
+		}
+	}()
 	// What the migration needs of the VM, read under the host's lock: the
 	// VM's own run state, throttle and regions; its devices' state size
 	// and how long it took to take (the live mode's measured device
@@ -178,8 +187,8 @@ func liveStunCosts(snapshot time.Duration, devices int) migrate.StunCosts {
 // bytes so far on the last ones.
 func (s *sender) publish() {
 	for _, e := range s.core.Events() {
-		if (e.Kind == migrate.Done || e.Kind == migrate.Failed) && s.cw != nil {
-			e.WireBytes = s.cw.Offset()
+		if (e.Kind == migrate.Done || e.Kind == migrate.Failed) && s.pw != nil {
+			e.WireBytes = s.pw.Offset()
 		}
 		s.prog.emit(e)
 	}
@@ -211,7 +220,16 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	if err := s.conv.write(msgHello, h); err != nil {
 		return 0, err
 	}
-	streamID := s.conv.t.streamID(s.cfg.StreamID)
+	// Every stream's id draws on the conversation up to the hello.
+	outs := make([]checkpoint.ParallelOut, len(s.conns))
+	for i := range outs {
+		outs[i].StreamID = s.conv.t.streamID(s.cfg.StreamID, i)
+		if keyed {
+			if outs[i].Key, err = keys.streamKey(i); err != nil {
+				return 0, err
+			}
+		}
+	}
 	var a accept
 	if err := s.conv.read(msgAccept, &a); err != nil {
 		return 0, err
@@ -223,20 +241,18 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 		}
 	}
 
-	var out io.Writer = c0
-	if len(s.conns) > 1 {
-		out = newStripeWriter(s.conns.writers())
+	s.out.start(s.conns.writers())
+	for i := range outs {
+		outs[i].W = s.out.ws[i]
 	}
-	s.bw = bufio.NewWriterSize(out, liveBufferBytes)
 	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes}
-	opts.StreamID = streamID
 	if keyed {
-		opts.Encryption, opts.Key = checkpoint.EncryptionRequired, keys.stream
+		opts.Encryption = checkpoint.EncryptionRequired
 	}
-	if s.cw, err = checkpoint.NewWriter(s.bw, meta, opts); err != nil {
+	if s.pw, err = checkpoint.NewParallelWriter(meta, opts, outs); err != nil {
 		return 0, wrap(migrate.ErrConfig, err)
 	}
-	s.sink = progressSink{w: s.cw, s: s}
+	s.sink = progressSink{w: s.pw, s: s}
 	s.cfg.Lock.Lock()
 	s.src.StartLogging()
 	s.cfg.Lock.Unlock()
@@ -272,7 +288,7 @@ func openConversation(conv *conversation, key []byte, nonce *[nonceBytes]byte) (
 
 // progressSink hands batches to the stream writer and reports the bytes.
 type progressSink struct {
-	w *checkpoint.Writer
+	w *checkpoint.ParallelWriter
 	s *sender
 }
 

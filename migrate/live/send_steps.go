@@ -67,6 +67,11 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 		if err := s.src.SendRegions(a.First, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
 			return a, err
 		}
+		// The phase ends when its pages are on the connections, as a
+		// round does.
+		if err := s.out.flush(); err != nil {
+			return a, err
+		}
 		s.core.PagesQueued()
 	case migrate.DoSendDeviceStates:
 		if err := s.finishStream(); err != nil {
@@ -79,8 +84,8 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 		if err := s.conv.read(msgReady, &rd); err != nil {
 			return a, err
 		}
-		if rd.StreamBytes != s.cw.Offset() {
-			return a, fmt.Errorf("%w: the destination read %d bytes of stream, the source wrote %d", migrate.ErrStream, rd.StreamBytes, s.cw.Offset())
+		if rd.StreamBytes != s.pw.Offset() {
+			return a, fmt.Errorf("%w: the destination read %d bytes of stream, the source wrote %d", migrate.ErrStream, rd.StreamBytes, s.pw.Offset())
 		}
 	case migrate.DoResume:
 		// The last check, the owner's throttle the commit carries and the
@@ -144,17 +149,17 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 			return a, err
 		}
 	}
-	before := s.cw.Offset()
+	before := s.pw.Offset()
 	if err := s.src.SendRegions(a.First, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
 		return a, err
 	}
-	if _, err := s.cw.EndRound(); err != nil {
+	if err := s.pw.EndRound(); err != nil {
 		return a, wrap(migrate.ErrStream, err)
 	}
-	if err := s.bw.Flush(); err != nil {
+	if err := s.out.flush(); err != nil {
 		return a, err
 	}
-	s.core.RoundQueued(s.cw.Offset() - before)
+	s.core.RoundQueued(s.pw.Offset() - before)
 	if err := s.check(); err != nil {
 		return a, err
 	}
@@ -173,7 +178,7 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 func (s *sender) finishStream() error {
 	for i, st := range s.states {
 		ds := checkpoint.DeviceState{Device: uint32(i), Version: vgpu.StateVersion, Data: st}
-		if err := s.cw.WriteDeviceState(ds); err != nil {
+		if err := s.pw.WriteDeviceState(ds); err != nil {
 			return wrap(migrate.ErrStream, err)
 		}
 	}
@@ -187,10 +192,10 @@ func (s *sender) finishStream() error {
 		digests[i] = checkpoint.RegionDigest{Region: uint32(i), Digest: d}
 		s.digests[i] = migrate.Digest(d)
 	}
-	if err := s.cw.CloseWithDigests(digests); err != nil {
+	if err := s.pw.CloseWithDigests(digests); err != nil {
 		return wrap(migrate.ErrStream, err)
 	}
-	return s.bw.Flush()
+	return s.out.flush()
 }
 
 // linkName names the connections for the report.
@@ -211,8 +216,8 @@ func (s *sender) report() *migrate.Report {
 		r.Profiles = append(r.Profiles, p.Name)
 	}
 	r.Events = nil
-	if s.cw != nil {
-		r.WireBytes = s.cw.Offset()
+	if s.pw != nil {
+		r.WireBytes = s.pw.Offset()
 	}
 	r.RegionDigests = s.digests
 	return r
