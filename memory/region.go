@@ -64,6 +64,10 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 	next := make([]*Region, 0, len(list)+1)
 	next = append(append(append(next, list[:i]...), w), list[i:]...)
 	sp.windows.Store(&next)
+	// A Synthetic page reads with its window's seed from now on: a page
+	// the root wrote while the window was being mapped must be digested
+	// again.
+	sp.changedRange(firstPage, pages)
 	return w, nil
 }
 

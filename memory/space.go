@@ -18,7 +18,8 @@ type paddedRWMutex struct {
 
 // space is the state a root Region and its windows share: the backing and
 // the per-page metadata. classes and gens of page p are read and written
-// only under p's lock.
+// only under p's lock. Every change to a page ends with changed (or, for a
+// scrub, changedRange): that is what keeps the digest cache true.
 type space struct {
 	pageSize int
 	shift    uint
@@ -35,6 +36,8 @@ type space struct {
 	windows atomic.Pointer[[]*Region] // mapped windows sorted by first page; never mutated in place
 
 	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
+
+	digest atomic.Pointer[digestCache] // made by the first digest: see digestcache.go
 }
 
 func newSpace(cfg Config) *space {
@@ -138,6 +141,7 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 	}
 	sp.classes[t.abs] = c
 	sp.gens[t.abs]++
+	sp.changed(t.abs)
 }
 
 // setLocked gives page t class c at generation gen: generated content, or
@@ -150,6 +154,7 @@ func (sp *space) setLocked(t target, c Class, gen uint32) {
 	}
 	sp.classes[t.abs] = c
 	sp.gens[t.abs] = gen
+	sp.changed(t.abs)
 }
 
 // storeLocked stores a whole page of bytes at generation gen. The page
@@ -159,9 +164,11 @@ func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 		sp.setLocked(t, ClassZero, gen)
 		return
 	}
-	copy(sp.back.alloc(t.abs), data)
+	buf := sp.back.alloc(t.abs)
+	copy(buf, data)
 	sp.classes[t.abs] = ClassExplicit
 	sp.gens[t.abs] = gen
+	sp.changed(t.abs)
 }
 
 // scrubLocked returns page p to its initial state: zero, generation 0.
@@ -188,4 +195,5 @@ func (sp *space) scrub(first, n int) {
 		}
 		l.Unlock()
 	}
+	sp.changedRange(first, n)
 }
