@@ -14,7 +14,9 @@ package memory
 // what changed, not what exists: with 1 % of a 2 GiB guest written since
 // the last digest, it reads 1 % of the pages. A zero page costs nothing
 // even when it changed: its hash is the same for every zero page and the
-// page is never read.
+// page is never read. A page a migration's destination stored with
+// StorePage was hashed by the goroutine that stored it, and costs nothing
+// either.
 //
 // The cache costs memory only once a digest was asked for: one bit a page,
 // plus 12 bytes a page for each run of 512 pages of which one was out of

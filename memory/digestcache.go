@@ -93,9 +93,11 @@ func (sp *space) digestCache() *digestCache {
 	return c
 }
 
-// changed records that page p changed: its digest entry is stale. The caller made
+// changed records that page p changed: the sum StorePage recorded for it,
+// if any, no longer holds and its digest entry is stale. The caller made
 // the change and still holds p's lock for writing.
 func (sp *space) changed(p int) {
+	sp.forgetSum(p)
 	if c := sp.digest.Load(); c != nil {
 		w, bit := &c.stale[p>>6], uint64(1)<<(uint(p)&63)
 		if atomic.LoadUint64(w)&bit == 0 {
@@ -108,6 +110,7 @@ func (sp *space) changed(p int) {
 // have all changed, with no lock held: a scrub marks a word of pages at a
 // time instead of a page at a time.
 func (sp *space) changedRange(first, n int) {
+	sp.forgetSums(first, n)
 	c := sp.digest.Load()
 	if c == nil || n <= 0 {
 		return
@@ -226,16 +229,21 @@ func (c *digestCache) sum(pageSize, first, n int) uint64 {
 }
 
 // digestEntry returns page p's generation and the xxhash64 of its bytes,
-// read under the page's lock: zeroSum for a zero page, else the hash of
-// the bytes where they are stored, or of the page generated into a scratch
-// page.
+// read under the page's lock: zeroSum for a zero page, the sum StorePage
+// recorded if it still holds, else the hash of the bytes where they are
+// stored, or of the page generated into a scratch page.
 func (sp *space) digestEntry(p int, scratch **[]byte, zeroSum uint64) (uint32, uint64) {
 	l := sp.lock(p)
 	l.RLock()
 	defer l.RUnlock()
 	gen := sp.gens[p]
-	if sp.classes[p] == ClassZero {
+	switch sp.classes[p] {
+	case ClassZero:
 		return gen, zeroSum
+	case ClassExplicit:
+		if sum, ok := sp.knownSum(p); ok {
+			return gen, sum
+		}
 	}
 	if buf := sp.back.page(p); buf != nil {
 		return gen, xxhash.Sum64(buf)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -276,4 +277,80 @@ func concurrentWriter(t *testing.T, rng *rand.Rand, views []*Region, steps int) 
 			return
 		}
 	}
+}
+
+// TestDigestCacheFacts checks what the documentation says the cache costs
+// and does: nothing for pages in their initial state, one chunk of entries
+// for a run of 512 pages with one page written, no allocation for a digest
+// after no change, and a sum StorePage recorded read instead of the page
+// until the page changes.
+func TestDigestCacheFacts(t *testing.T) {
+	const pageSize = 4096
+	pages := 10 * digestChunkPages
+	r := mustNew(t, Config{SizeBytes: int64(pages * pageSize), Kind: Sparse, Seed: 1})
+	chunks := func() int {
+		n := 0
+		for _, ch := range r.sp.digest.Load().chunks {
+			if ch != nil {
+				n++
+			}
+		}
+		return n
+	}
+	digest := func() uint64 {
+		t.Helper()
+		d, err := r.DigestParallel(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := naiveDigest(t, r); d != want {
+			t.Fatalf("digest %x, the formula %x", d, want)
+		}
+		return d
+	}
+	digest()
+	if n := chunks(); n != 0 {
+		t.Errorf("an untouched region holds %d chunks of entries, want 0", n)
+	}
+	if err := r.Fill(3*digestChunkPages+7, 1, ClassText); err != nil {
+		t.Fatal(err)
+	}
+	digest()
+	if n := chunks(); n != 1 {
+		t.Errorf("one page written: %d chunks of entries, want 1", n)
+	}
+	if !raceEnabled {
+		if a := testing.AllocsPerRun(20, func() { _, _ = r.Digest() }); a != 0 {
+			t.Errorf("a digest after no change allocates %v times", a)
+		}
+	}
+
+	// A stored page's recorded sum is what the digest uses: bytes changed
+	// behind the region's back (which no caller can do) go unseen, and
+	// any change through the region makes the digest read the page again.
+	p := 5*digestChunkPages + 1
+	data := bytes.Repeat([]byte{9}, pageSize)
+	if err := r.StorePage(p, data, 4); err != nil {
+		t.Fatal(err)
+	}
+	stored := digest()
+	r.sp.back.page(p)[100] = 1
+	// Stale, but the recorded sum still holds.
+	atomic.OrUint64(&r.sp.digest.Load().stale[p>>6], 1<<(p&63))
+	if d, _ := r.Digest(); d != stored {
+		t.Fatalf("the digest read the page instead of the sum StorePage recorded")
+	}
+	r.sp.back.page(p)[100] = 9
+	if _, err := r.WriteAt([]byte{9}, int64(p*pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	r.sp.back.page(p)[100] = 1
+	digest() // reads the page: the write dropped the sum
+	if err := r.StorePage(p, make([]byte, pageSize), 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.sp.knownSum(p); ok {
+		t.Fatal("a zero page stored keeps the sum of the page before it")
+	}
+	digest()
 }

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // lockStripes is the number of page locks of an address space. Page p is
@@ -19,7 +21,8 @@ type paddedRWMutex struct {
 // space is the state a root Region and its windows share: the backing and
 // the per-page metadata. classes and gens of page p are read and written
 // only under p's lock. Every change to a page ends with changed (or, for a
-// scrub, changedRange): that is what keeps the digest cache true.
+// scrub, changedRange): that is what keeps the digest cache and the sums
+// StorePage records true.
 type space struct {
 	pageSize int
 	shift    uint
@@ -37,7 +40,8 @@ type space struct {
 
 	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
 
-	digest atomic.Pointer[digestCache] // made by the first digest: see digestcache.go
+	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
+	known  []atomic.Pointer[knownChunk] // sums StorePage recorded, by 64 pages: see knownsum.go
 }
 
 func newSpace(cfg Config) *space {
@@ -55,6 +59,7 @@ func newSpace(cfg Config) *space {
 		classes:  make([]Class, pages),
 		gens:     make([]uint32, pages),
 		locks:    make([]paddedRWMutex, lockStripes),
+		known:    newKnownSums(pages),
 	}
 	if cfg.Kind == Dense {
 		sp.back = newDense(pages, shift)
@@ -158,7 +163,9 @@ func (sp *space) setLocked(t target, c Class, gen uint32) {
 }
 
 // storeLocked stores a whole page of bytes at generation gen. The page
-// lock is held.
+// lock is held. It records the page's sum for the digest, hashing the bytes
+// as stored rather than data, so that a caller that changed data during the
+// call could not make the record differ from the page.
 func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 	if IsZero(data) {
 		sp.setLocked(t, ClassZero, gen)
@@ -169,6 +176,7 @@ func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 	sp.classes[t.abs] = ClassExplicit
 	sp.gens[t.abs] = gen
 	sp.changed(t.abs)
+	sp.recordSum(t.abs, xxhash.Sum64(buf))
 }
 
 // scrubLocked returns page p to its initial state: zero, generation 0.
