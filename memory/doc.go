@@ -61,6 +61,24 @@
 // space of 4 KiB pages takes a fraction of a millisecond, whatever share
 // of it is dirty, and allocates nothing.
 //
+// # Digests
+//
+// Region.Digest hashes a region's pages and generations into one value, the
+// end-to-end check of a migration. Its definition (xxhash64 of the page size
+// and count, then of each page's generation and xxhash64) is part of the
+// stream format and never changes, but its cost follows what changed, not
+// what exists: the first digest of a root or of any of its windows makes a
+// cache of every page's 12-byte entry and a stale bit a page, every change
+// to a page marks its bit after the change, and a digest recomputes only the
+// stale entries, under their pages' locks, before hashing the entries of its
+// range in one pass (about 0.3 ms for 2 GiB of 4 KiB pages). A page stored
+// with StorePage is hashed by the goroutine that stores it and its sum
+// recorded, so that a migration's destination, which applies pages on many
+// goroutines, spreads its digest's work over them. The cache takes one bit
+// a page, and 12 bytes a page in runs of 512 pages of which one was out of
+// its initial state at a digest — nothing before the first digest; a
+// recorded sum takes about eight bytes a stored page.
+//
 // # Write patterns
 //
 // A Pattern writes a Region at a rate in bytes per second of simulated
