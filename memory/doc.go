@@ -29,7 +29,9 @@
 //     (Scrub, Unmap, a page zeroed) goes to a pool that every sparse region
 //     of the process draws from, so a host reuses warm memory; it is
 //     cleared before it goes there, so no byte one region wrote is ever
-//     readable through another.
+//     readable through another. Fresh pages are allocated in slabs of up
+//     to 128, taken in turn whatever their addresses, so that storing a
+//     whole guest costs an allocation per 64 pages, not two a page.
 //   - Synthetic: no bytes are stored for generated content. A page filled
 //     with a content class (Fill, FillMix, a Pattern) reads as
 //     Generate(class, seed, page, generation); only bytes written
