@@ -57,11 +57,52 @@ type sparseChunk [1 << sparseChunkShift]*[]byte
 // sparseBacking allocates pages on demand in a two-level table. Chunks are
 // installed with compare-and-swap because writers of different pages in one
 // chunk hold different page locks.
+//
+// A page comes from the pool of freed pages if it has one, else from the
+// backing's current slab (see newPage).
 type sparseBacking struct {
 	chunks   []atomic.Pointer[sparseChunk]
 	pageSize int
 	shift    uint
 	bytes    atomic.Int64
+
+	slabMu sync.Mutex
+	// slab is the pages of the last slab not handed out yet, all zero.
+	slab [][]byte
+	// slabPages is the size of the next slab: it doubles from
+	// slabMinPages up to slabLimit(pageSize).
+	slabPages int
+}
+
+// A slab is one allocation of several pages' bytes and one of their slice
+// headers, so that a region that stores a guest's worth of fresh pages
+// allocates twice a slab instead of twice a page: 300,000 allocations
+// for 2 GiB become fewer than 10,000.
+//
+// Slabs grow from 8 pages to 128 pages (512 KiB of 4 KiB pages) for each
+// backing, and a backing takes its fresh pages from its own last slab in
+// turn, whatever their addresses; a page freed goes to the pool alone. So:
+//   - the memory a backing holds beyond the pages it stores is the rest of
+//     its last slab: fewer than 128 pages, and never more than 8 beyond the
+//     pages it took from slabs so far — a region that touches one page in
+//     2 MiB packs those pages into slabs, it does not pin a slab for each;
+//   - the garbage collector frees a slab only once none of its pages is
+//     stored by a region, pooled or waiting in a slab: a region that frees
+//     most of its pages but keeps one page of each slab keeps the slabs'
+//     memory (at most 128 times the pages kept) until it frees those too.
+//     The freed pages are not lost meanwhile: they go to the pool, which
+//     any sparse backing takes from before it makes a slab, as long as the
+//     pool keeps them (it drops them when the garbage collector runs).
+const (
+	slabMinPages = 8
+	slabMaxPages = 128
+	slabMaxBytes = 512 << 10
+)
+
+// slabLimit returns the pages of the largest slab of pageSize pages:
+// 128 pages, fewer when they would exceed 512 KiB, at least one.
+func slabLimit(pageSize int) int {
+	return max(1, min(slabMaxPages, slabMaxBytes/pageSize))
 }
 
 // freePages holds the pages sparse backings released, by page-size shift,
@@ -87,7 +128,8 @@ var _ [0]struct{} = [MaxPageSize >> maxPageShift >> 1]struct{}{}
 
 func newSparse(pages, pageSize int) *sparseBacking {
 	n := (pages + 1<<sparseChunkShift - 1) >> sparseChunkShift
-	s := &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize}
+	s := &sparseBacking{chunks: make([]atomic.Pointer[sparseChunk], n), pageSize: pageSize,
+		slabPages: min(slabMinPages, slabLimit(pageSize))}
 	for 1<<s.shift < pageSize {
 		s.shift++
 	}
@@ -122,15 +164,38 @@ func (s *sparseBacking) alloc(p int) []byte {
 	return *c[i]
 }
 
-// newPage returns a page of zeros, a freed one if the pool has one. A page
-// keeps its slice header from its first allocation on, in the chunk and
-// in the pool alike, so that freeing and reusing it allocates nothing.
+// newPage returns a page of zeros, a freed one if the pool has one, else
+// the next page of the backing's slab, making a slab when it has none. A
+// page keeps its slice header from its first allocation on, in the slab,
+// the chunk and the pool alike, so that freeing and reusing it allocates
+// nothing.
 func (s *sparseBacking) newPage() *[]byte {
 	if bp, ok := freePages[s.shift].Get().(*[]byte); ok {
 		return bp
 	}
-	b := make([]byte, s.pageSize)
-	return &b
+	s.slabMu.Lock()
+	defer s.slabMu.Unlock()
+	if len(s.slab) == 0 {
+		s.slab = newSlab(s.slabPages, s.pageSize)
+		s.slabPages = min(2*s.slabPages, slabLimit(s.pageSize))
+	}
+	bp := &s.slab[0]
+	s.slab = s.slab[1:]
+	return bp
+}
+
+// newSlab returns n fresh pages of pageSize zero bytes, in one allocation,
+// and their slice headers, in another. Each page's capacity is capped, so
+// that nothing that writes through a page — append, a decoder writing
+// into spare capacity — can reach the next page of its slab.
+func newSlab(n, pageSize int) [][]byte {
+	buf := make([]byte, n*pageSize)
+	pages := make([][]byte, n)
+	for i := range pages {
+		lo, hi := i*pageSize, (i+1)*pageSize
+		pages[i] = buf[lo:hi:hi]
+	}
+	return pages
 }
 
 func (s *sparseBacking) release(p int) {

@@ -166,3 +166,50 @@ func TestRecycledPagesHoldNothingOfTheirLastOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseAllocatesPagesInSlabs checks that storing fresh pages into a
+// sparse region makes at most one allocation per 32 pages, region and
+// chunk table included; that each page of a slab is capped at its own
+// length, so that nothing writing through it reaches its neighbour; and
+// that freeing a page and storing it again allocates nothing.
+func TestSparseAllocatesPagesInSlabs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	const pageSize, pages = 4096, 16384
+	data := bytes.Repeat([]byte{3}, pageSize)
+	allocs := testing.AllocsPerRun(2, func() {
+		drainFreePages(12)
+		r := mustNew(t, Config{SizeBytes: pageSize * pages, PageSize: pageSize, Kind: Sparse})
+		for p := range pages {
+			if err := r.StorePage(p, data, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p := range pages {
+			if buf := r.sp.back.page(p); cap(buf) != pageSize {
+				t.Fatalf("page %d has capacity %d", p, cap(buf))
+			}
+		}
+	})
+	if perPage := allocs / pages; perPage > 1.0/32 {
+		t.Errorf("%v allocations for %d fresh pages: %.4f a page, want at most 1/32", allocs, pages, perPage)
+	}
+	t.Logf("%v allocations for %d fresh pages (%.4f a page)", allocs, pages, allocs/pages)
+
+	r := mustNew(t, Config{SizeBytes: pageSize * 64, PageSize: pageSize, Kind: Sparse})
+	zero := make([]byte, pageSize)
+	for p := range 64 {
+		if err := r.StorePage(p, data, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(20, func() {
+		for p := range 64 {
+			_ = r.StorePage(p, zero, 2) // released to the pool
+			_ = r.StorePage(p, data, 3) // taken back
+		}
+	}); a != 0 {
+		t.Errorf("freeing and reusing pages allocates %v times", a)
+	}
+}

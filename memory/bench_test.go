@@ -121,30 +121,82 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-// BenchmarkDigest digests a 256 MiB region filled with each standard mix,
-// in the backings that store bytes (a Synthetic region's digest is the
-// cost of generating its pages), on 1 and 2 workers: what a migration's two
-// ends spend on the end-to-end check while the VM is stopped. A zero page
-// costs a page-table lookup, so the zero mix shows the walk's own cost.
+// BenchmarkDigest digests a 512 MiB sparse region of 4 KiB pages filled
+// with the realistic mix, on 1 and 2 workers: what a migration's two ends
+// spend on the end-to-end check while the VM is stopped.
+//
+//   - state=uncached: every page hashed, as the digest was before it kept
+//     its page entries (fullDigest);
+//   - state=cold: the first digest of the region, which makes the cache and
+//     hashes every page;
+//   - state=dest: the first digest of a region every page of which was
+//     stored with StorePage, as a migration's destination digests: the
+//     stores recorded the pages' sums;
+//   - state=warm/dirty=F: a digest after a fraction F of the pages was
+//     rewritten (Fill with the page's class, outside the timer) since the
+//     last one; dirty=100% marks every page stale instead of rewriting it,
+//     which costs the digest the same.
 func BenchmarkDigest(b *testing.B) {
-	const size = 256 << 20
-	for _, k := range []Kind{Dense, Sparse} {
-		for _, m := range Mixes() {
-			r := mustNew(b, Config{SizeBytes: size, Kind: k, Seed: 1})
-			if err := r.FillMix(0, r.Pages(), m); err != nil {
+	const size = 512 << 20
+	m := MixRealistic()
+	r := mustNew(b, Config{SizeBytes: size, Kind: Sparse, Seed: 1})
+	if err := r.FillMix(0, r.Pages(), m); err != nil {
+		b.Fatal(err)
+	}
+	dst := mustNew(b, Config{SizeBytes: size, Kind: Sparse, Seed: 1})
+	buf := make([]byte, r.PageSize())
+	for p := range r.Pages() {
+		st, err := r.ReadPage(p, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := dst.StorePage(p, buf, st.Gen); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(name string, r *Region, workers int, before func()) {
+		b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for range b.N {
+				b.StopTimer()
+				before()
+				b.StartTimer()
+				if _, err := r.DigestParallel(workers); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	rng := wyrand(1)
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("state=uncached/workers=%d", workers), func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := fullDigest(r, workers); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		run("state=cold", r, workers, func() { r.sp.digest.Store(nil) })
+		run("state=dest", dst, workers, func() { dst.sp.digest.Store(nil) })
+		for _, dirty := range []float64{0, 0.01, 1} {
+			if _, err := r.Digest(); err != nil {
 				b.Fatal(err)
 			}
-			for _, workers := range []int{1, 2} {
-				b.Run(fmt.Sprintf("backing=%v/mix=%s/workers=%d", k, m.Name, workers), func(b *testing.B) {
-					b.SetBytes(size)
-					b.ReportAllocs()
-					for b.Loop() {
-						if _, err := r.DigestParallel(workers); err != nil {
-							b.Fatal(err)
-						}
+			run(fmt.Sprintf("state=warm/dirty=%g%%", 100*dirty), r, workers, func() {
+				if dirty == 1 {
+					r.sp.changedRange(0, r.Pages())
+					return
+				}
+				for range int(dirty * float64(r.Pages())) {
+					p := int(uniform(rng.next(), uint64(r.Pages())))
+					if err := r.Fill(p, 1, m.ClassOf(r.Seed(), uint64(p))); err != nil {
+						b.Fatal(err)
 					}
-				})
-			}
+				}
+			})
 		}
 	}
 }
@@ -172,5 +224,61 @@ func BenchmarkMapUnmap(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkStorePage stores one whole 4 KiB page of random bytes into
+// already allocated pages, as a migration's destination applies a page it
+// received.
+func BenchmarkStorePage(b *testing.B) {
+	for _, k := range []Kind{Dense, Sparse} {
+		b.Run("backing="+k.String(), func(b *testing.B) {
+			const pages = 1024
+			r := mustNew(b, Config{SizeBytes: pages * 4096, Kind: k})
+			data := make([]byte, 4096)
+			Generate(data, ClassRandom, 1, 1, 1)
+			for p := range pages {
+				if err := r.StorePage(p, data, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(4096)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := r.StorePage(i%pages, data, uint32(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSparseFill stores every page of a fresh 512 MiB sparse region,
+// as a migration's destination that receives a whole guest does: every
+// page is allocated, and faulted in, on its first store. The pool of freed
+// pages is drained first, so that every page is fresh memory.
+func BenchmarkSparseFill(b *testing.B) {
+	const size = 512 << 20
+	data := make([]byte, 4096)
+	Generate(data, ClassRandom, 1, 1, 1)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		drainFreePages(12)
+		r := mustNew(b, Config{SizeBytes: size, Kind: Sparse})
+		b.StartTimer()
+		for p := range r.Pages() {
+			if err := r.StorePage(p, data, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// drainFreePages empties the pool of freed pages of 1<<shift bytes.
+func drainFreePages(shift int) {
+	for freePages[shift].Get() != nil {
 	}
 }

@@ -29,7 +29,9 @@
 //     (Scrub, Unmap, a page zeroed) goes to a pool that every sparse region
 //     of the process draws from, so a host reuses warm memory; it is
 //     cleared before it goes there, so no byte one region wrote is ever
-//     readable through another.
+//     readable through another. Fresh pages are allocated in slabs of up
+//     to 128, taken in turn whatever their addresses, so that storing a
+//     whole guest costs an allocation per 64 pages, not two a page.
 //   - Synthetic: no bytes are stored for generated content. A page filled
 //     with a content class (Fill, FillMix, a Pattern) reads as
 //     Generate(class, seed, page, generation); only bytes written
@@ -60,6 +62,24 @@
 // A PageSet is iterated by counting trailing zeros. Collecting a 24 GiB
 // space of 4 KiB pages takes a fraction of a millisecond, whatever share
 // of it is dirty, and allocates nothing.
+//
+// # Digests
+//
+// Region.Digest hashes a region's pages and generations into one value, the
+// end-to-end check of a migration. Its definition (xxhash64 of the page size
+// and count, then of each page's generation and xxhash64) is part of the
+// stream format and never changes, but its cost follows what changed, not
+// what exists: the first digest of a root or of any of its windows makes a
+// cache of every page's 12-byte entry and a stale bit a page, every change
+// to a page marks its bit after the change, and a digest recomputes only the
+// stale entries, under their pages' locks, before hashing the entries of its
+// range in one pass (about 0.3 ms for 2 GiB of 4 KiB pages). A page stored
+// with StorePage is hashed by the goroutine that stores it and its sum
+// recorded, so that a migration's destination, which applies pages on many
+// goroutines, spreads its digest's work over them. The cache takes one bit
+// a page, and 12 bytes a page in runs of 512 pages of which one was out of
+// its initial state at a digest — nothing before the first digest; a
+// recorded sum takes about eight bytes a stored page.
 //
 // # Write patterns
 //

@@ -64,6 +64,10 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 	next := make([]*Region, 0, len(list)+1)
 	next = append(append(append(next, list[:i]...), w), list[i:]...)
 	sp.windows.Store(&next)
+	// A Synthetic page reads with its window's seed from now on: a page
+	// the root wrote while the window was being mapped must be digested
+	// again.
+	sp.changedRange(firstPage, pages)
 	return w, nil
 }
 
@@ -124,8 +128,14 @@ func (r *Region) Kind() Kind { return r.sp.kind }
 func (r *Region) Seed() uint64 { return r.seed }
 
 // ResidentBytes returns the page memory the root's backing holds, for r
-// and every window of its root alike. Metadata (about five bytes a page)
-// and freed pages waiting in the Sparse pool are not counted.
+// and every window of its root alike: the whole space for Dense, the pages
+// that hold bytes for Sparse and Synthetic. Not counted: metadata (about
+// five bytes a page), the digest cache (see Digest), freed pages waiting
+// in the Sparse pool, and the fresh pages of a Sparse backing's last slab
+// not handed out yet (fewer than 128, all zero); a slab's memory is
+// returned to the garbage collector only once none of its pages is held,
+// so a region that freed most of its pages but keeps a few of each slab
+// holds more memory than it counts: at most 128 times as much.
 func (r *Region) ResidentBytes() int64 { return r.sp.back.resident() }
 
 // resolve maps page p of r (already bounds-checked) to its target.

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // lockStripes is the number of page locks of an address space. Page p is
@@ -18,7 +20,9 @@ type paddedRWMutex struct {
 
 // space is the state a root Region and its windows share: the backing and
 // the per-page metadata. classes and gens of page p are read and written
-// only under p's lock.
+// only under p's lock. Every change to a page ends with changed (or, for a
+// scrub, changedRange): that is what keeps the digest cache and the sums
+// StorePage records true.
 type space struct {
 	pageSize int
 	shift    uint
@@ -35,6 +39,9 @@ type space struct {
 	windows atomic.Pointer[[]*Region] // mapped windows sorted by first page; never mutated in place
 
 	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
+
+	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
+	known  []atomic.Pointer[knownChunk] // sums StorePage recorded, by 128 pages: see knownsum.go
 }
 
 func newSpace(cfg Config) *space {
@@ -52,6 +59,7 @@ func newSpace(cfg Config) *space {
 		classes:  make([]Class, pages),
 		gens:     make([]uint32, pages),
 		locks:    make([]paddedRWMutex, lockStripes),
+		known:    newKnownSums(pages),
 	}
 	if cfg.Kind == Dense {
 		sp.back = newDense(pages, shift)
@@ -138,6 +146,7 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 	}
 	sp.classes[t.abs] = c
 	sp.gens[t.abs]++
+	sp.changed(t.abs)
 }
 
 // setLocked gives page t class c at generation gen: generated content, or
@@ -150,18 +159,24 @@ func (sp *space) setLocked(t target, c Class, gen uint32) {
 	}
 	sp.classes[t.abs] = c
 	sp.gens[t.abs] = gen
+	sp.changed(t.abs)
 }
 
 // storeLocked stores a whole page of bytes at generation gen. The page
-// lock is held.
+// lock is held. It records the page's sum for the digest, hashing the bytes
+// as stored rather than data, so that a caller that changed data during the
+// call could not make the record differ from the page.
 func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 	if IsZero(data) {
 		sp.setLocked(t, ClassZero, gen)
 		return
 	}
-	copy(sp.back.alloc(t.abs), data)
+	buf := sp.back.alloc(t.abs)
+	copy(buf, data)
 	sp.classes[t.abs] = ClassExplicit
 	sp.gens[t.abs] = gen
+	sp.changed(t.abs)
+	sp.recordSum(t.abs, xxhash.Sum64(buf))
 }
 
 // scrubLocked returns page p to its initial state: zero, generation 0.
@@ -188,4 +203,5 @@ func (sp *space) scrub(first, n int) {
 		}
 		l.Unlock()
 	}
+	sp.changedRange(first, n)
 }
