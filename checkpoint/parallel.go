@@ -366,6 +366,19 @@ func (p *ParallelApplier) Close() error {
 	return nil
 }
 
+// roundApplied tells the caller that every stream has ended a round and
+// brings the destination regions' digests up to date, so that the check
+// at the end of the streams hashes only the pages sent after the last
+// round: the final ones, sent while the VM is stopped. It runs on the
+// first stream past the barrier, while the others read on; the digests
+// are the memory package's, safe beside the workers' stores.
+func (p *ParallelApplier) roundApplied(round int) {
+	p.observe(Applied{Stream: -1, Type: RecordEndRound, Round: round})
+	for _, r := range p.dst {
+		_, _ = r.DigestParallel(p.opts.DigestWorkers) // a failure shows again at the end
+	}
+}
+
 // observe hands a to the caller's Applied, one call at a time.
 func (p *ParallelApplier) observe(a Applied) {
 	if p.opts.Applied == nil {

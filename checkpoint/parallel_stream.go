@@ -85,8 +85,12 @@ func (s *parallelStream) run(ctx context.Context) error {
 			s.devices = append(s.devices, ds)
 			p.observe(Applied{Stream: s.index, Type: rec.Type})
 		case RecordEndRound:
-			if err := p.rounds.endRound(s.index, p); err != nil {
+			round, first, err := p.rounds.endRound(s.index, p)
+			if err != nil {
 				return err
+			}
+			if first {
+				p.roundApplied(round)
 			}
 		case RecordEndStream:
 			p.rounds.finish(s.index)
@@ -208,8 +212,9 @@ func (b *roundBarrier) reset(streams int) {
 }
 
 // endRound counts the end of a round on stream i and waits for the other
-// streams to end it. The last to arrive tells p's caller.
-func (b *roundBarrier) endRound(i int, p *ParallelApplier) error {
+// streams to end it. It returns the round, counted from 0, and whether
+// stream i is the first to go on, which tells p's caller of the round.
+func (b *roundBarrier) endRound(i int, p *ParallelApplier) (round int, first bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended[i]++
@@ -217,7 +222,7 @@ func (b *roundBarrier) endRound(i int, p *ParallelApplier) error {
 	b.cond.Broadcast()
 	for {
 		if b.aborted {
-			return newError(ErrState, p.Offset(), -1, "stopped")
+			return 0, false, newError(ErrState, p.Offset(), -1, "stopped")
 		}
 		all := true
 		for j, n := range b.ended {
@@ -225,7 +230,7 @@ func (b *roundBarrier) endRound(i int, p *ParallelApplier) error {
 				continue
 			}
 			if b.finished[j] {
-				return newError(ErrMalformed, p.Offset(), -1, "stream %d ended after %d rounds, stream %d has more", j, n, i)
+				return 0, false, newError(ErrMalformed, p.Offset(), -1, "stream %d ended after %d rounds, stream %d has more", j, n, i)
 			}
 			all = false
 		}
@@ -235,11 +240,10 @@ func (b *roundBarrier) endRound(i int, p *ParallelApplier) error {
 		b.cond.Wait()
 	}
 	if b.reported < r {
-		// The first stream past the barrier tells of the round.
 		b.reported = r
-		p.observe(Applied{Stream: -1, Type: RecordEndRound, Round: r - 1})
+		return r - 1, true, nil
 	}
-	return nil
+	return r - 1, false, nil
 }
 
 // finish marks stream i ended, waking streams that wait for it.

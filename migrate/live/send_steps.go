@@ -170,7 +170,20 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 	if s.cfg.Mode == migrate.Legacy {
 		used = s.src.UsedFramebufferBytes()
 	}
-	return s.core.RoundArrived(s.now(), dirty, used), nil
+	next := s.core.RoundArrived(s.now(), dirty, used)
+	s.warmDigests()
+	return next, nil
+}
+
+// warmDigests brings the regions' digests up to date while the VM runs, so
+// that the stun hashes only what changed since: the digests the stream
+// ends with cost the final pages, not the whole VM. The memory package
+// keeps a digest's page hashes and knows which pages changed since
+// (memory.Region.Digest), so nothing the VM writes in between is missed.
+func (s *sender) warmDigests() {
+	for _, r := range s.src.Regions() {
+		_, _ = r.DigestParallel(s.cfg.DigestWorkers) // a failure shows again in the stun
+	}
 }
 
 // finishStream sends the device states, the regions' digests and the end

@@ -1,0 +1,156 @@
+package migrate
+
+import (
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+)
+
+// Published single-core encode rates, for a simulated CodecAuto, which
+// reads no clock: klauspost/compress v1.20.3's READMEs, on silesia.tar,
+// one core — zstd at its fastest 318.47 MB/s (zstd/README.md, "zskp 1"),
+// S2 607 MB/s (s2/README.md, the "1 CPU" row). Uncompressed pages cost a
+// copy, never what limits a migration.
+const (
+	publishedZstdFastestBytesPerSec = 318.47e6
+	publishedS2BytesPerSec          = 607e6
+)
+
+// PublishedEncodeBytesPerSec returns the published single-core encode rate
+// of level (0 for LevelNone: not a limit), the simulated mode's model of
+// a copy engine worker.
+func PublishedEncodeBytesPerSec(level checkpoint.Level) float64 {
+	switch level {
+	case checkpoint.LevelNone:
+		return 0
+	case checkpoint.LevelS2:
+		return publishedS2BytesPerSec
+	}
+	return publishedZstdFastestBytesPerSec
+}
+
+// AdaptiveChooser is CodecAuto as an Engine's Chooser: it picks each
+// batch's level by ChooseLevel, from the costs it learns from the batches
+// themselves — each level's wire bytes per raw byte and encode rate, as
+// moving averages — and the link's rate, which its caller tells it.
+//
+// It tries every level on its first batches, and then, every
+// adaptiveReprobe batches, the level it has heard of least recently, so
+// that a change of content or link moves its choice. With Modelled set it
+// takes the encode rates from PublishedEncodeBytesPerSec instead of the
+// clock, and its choices then depend only on the batches and the link's
+// rate, as the simulated mode needs.
+type AdaptiveChooser struct {
+	// Workers is how many batches are encoded at once.
+	Workers int
+	// LinkBytesPerSec returns the link's rate now; 0 means unknown.
+	LinkBytesPerSec func() float64
+	// Modelled makes the encode rates the published ones.
+	Modelled bool
+
+	est    [len(autoLevels)]levelEstimate
+	chosen int // batches chosen
+	seen   int // batches observed
+	counts [len(autoLevels)]int64
+}
+
+// levelEstimate is what the batches of one level cost, on average.
+type levelEstimate struct {
+	batches      int
+	wirePerRaw   float64
+	bytesPerSec  float64
+	lastObserved int
+}
+
+const (
+	// adaptiveProbe is how many batches of each level the chooser sees
+	// before it chooses.
+	adaptiveProbe = 2
+	// adaptiveReprobe is how often, in batches, it tries again the
+	// level it has heard of least recently.
+	adaptiveReprobe = 32
+	// adaptiveWeight is the moving averages' weight of a new batch.
+	adaptiveWeight = 0.2
+)
+
+// NewAdaptiveChooser returns a chooser for workers encoding at once over a
+// link whose rate link reports.
+func NewAdaptiveChooser(workers int, link func() float64) *AdaptiveChooser {
+	return &AdaptiveChooser{Workers: workers, LinkBytesPerSec: link}
+}
+
+// Level picks the next batch's level.
+func (a *AdaptiveChooser) Level(BatchInfo) checkpoint.Level {
+	n := a.chosen
+	a.chosen++
+	if n < adaptiveProbe*len(autoLevels) {
+		return autoLevels[n%len(autoLevels)]
+	}
+	if n%adaptiveReprobe == 0 {
+		stalest := 0
+		for i, e := range a.est {
+			if e.lastObserved < a.est[stalest].lastObserved {
+				stalest = i
+			}
+		}
+		return autoLevels[stalest]
+	}
+	return a.Choice()
+}
+
+// Choice returns the level ChooseLevel picks from what the chooser knows
+// now.
+func (a *AdaptiveChooser) Choice() checkpoint.Level {
+	var costs []CodecCost
+	for i, e := range a.est {
+		if e.batches == 0 {
+			continue
+		}
+		costs = append(costs, CodecCost{Level: autoLevels[i], EncodeBytesPerSec: e.bytesPerSec, WirePerRaw: e.wirePerRaw})
+	}
+	link := 0.0
+	if a.LinkBytesPerSec != nil {
+		link = a.LinkBytesPerSec()
+	}
+	return ChooseLevel(link, a.Workers, costs)
+}
+
+// Observe learns what a batch of level cost.
+func (a *AdaptiveChooser) Observe(level checkpoint.Level, rawBytes, wireBytes int, encode time.Duration) {
+	i := autoIndex(level)
+	if i < 0 || rawBytes <= 0 {
+		return
+	}
+	a.seen++
+	a.counts[i]++
+	e := &a.est[i]
+	e.lastObserved = a.seen
+	ratio := float64(wireBytes) / float64(rawBytes)
+	rate := PublishedEncodeBytesPerSec(level)
+	if !a.Modelled {
+		rate = float64(rawBytes) / max(encode.Seconds(), 1e-9)
+	}
+	if e.batches == 0 {
+		e.wirePerRaw, e.bytesPerSec = ratio, rate
+	} else {
+		e.wirePerRaw += adaptiveWeight * (ratio - e.wirePerRaw)
+		e.bytesPerSec += adaptiveWeight * (rate - e.bytesPerSec)
+	}
+	e.batches++
+}
+
+// Batches returns how many batches of each level the chooser observed:
+// LevelNone, LevelS2 and LevelFastest, in that order.
+func (a *AdaptiveChooser) Batches() (none, s2, zstd int64) {
+	return a.counts[0], a.counts[1], a.counts[2]
+}
+
+// autoIndex is level's index in autoLevels, or -1.
+func autoIndex(level checkpoint.Level) int {
+	for i, l := range autoLevels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
