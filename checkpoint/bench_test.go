@@ -247,7 +247,7 @@ func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
 		}
 		floorFrame = floorFrame[:0]
 		if len(cmp) > 0 {
-			floorFrame = be.enc.EncodeAll(cmp, floorFrame)
+			floorFrame = be.zstds[LevelFastest].EncodeAll(cmp, floorFrame)
 		}
 		d.Reset()
 		d.Write(head)

@@ -111,8 +111,10 @@ func (rd *Reader) fail(err error) error {
 }
 
 // Next reads the next record and returns its type: RecordPageBatch,
-// RecordDeviceState, RecordEndRound or RecordEndStream. After the
-// end-of-stream record it returns io.EOF.
+// RecordDeviceState, RecordEndRound or RecordEndStream. A coded page batch
+// record (RecordCodedBatch) is returned as RecordPageBatch: both carry a
+// Batch, whose Codec says how it was compressed. After the end-of-stream
+// record it returns io.EOF.
 func (rd *Reader) Next() (RecordType, error) {
 	if rd.err != nil {
 		return 0, rd.err
@@ -133,13 +135,15 @@ func (rd *Reader) Next() (RecordType, error) {
 		}
 		rd.cur = rec.Type
 		switch rec.Type {
-		case RecordPageBatch:
+		case RecordPageBatch, RecordCodedBatch:
 			b, err := rd.bd.Decode(rec)
 			if err != nil {
 				return 0, rd.fail(err)
 			}
 			rd.batch = b
 			rd.tally.add(b.Sum, b.Len(), b.ZeroPages())
+			// Both carry a Batch; its Codec tells them apart.
+			rd.cur = RecordPageBatch
 		case RecordDeviceState:
 			if why, overLimit := decodeDeviceState(rec.Payload, &rd.device, rd.opts.Limits.MaxDeviceStateBytes, rd.newer); why != "" {
 				return 0, rd.fail(newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "device state: %s", why))
@@ -178,7 +182,7 @@ func (rd *Reader) Next() (RecordType, error) {
 			}
 			return 0, rd.fail(newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v", rec.Type))
 		}
-		return rec.Type, nil
+		return rd.cur, nil
 	}
 }
 

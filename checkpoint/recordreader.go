@@ -89,7 +89,7 @@ func (rr *RecordReader) readHeader() error {
 		return newError(ErrVersion, offFlags, -1, "unknown critical flags %#04x", unknown)
 	}
 	codec := Codec(flags & flagCodecMask)
-	if codec != CodecNone && codec != CodecZstd {
+	if codec > CodecMixed {
 		return newError(ErrVersion, offFlags, -1, "unknown codec %d", codec)
 	}
 	rr.hdr = Header{
