@@ -167,7 +167,7 @@ func (e *BatchEncoder) Add(index int, gen uint32, page []byte) error {
 	switch kind {
 	case PageRaw:
 		e.raw = append(e.raw, page...)
-	case PageZstd:
+	case PageCompressed:
 		e.cmp = append(e.cmp, page...)
 	}
 	e.push(index, gen, kind)
@@ -197,7 +197,7 @@ func (e *BatchEncoder) AddFrom(r *memory.Region, index int) error {
 	switch kind {
 	case PageRaw:
 		e.raw = e.raw[:n+e.pageSize]
-	case PageZstd:
+	case PageCompressed:
 		e.cmp = append(e.cmp, slot...)
 	}
 	e.push(index, st.Gen, kind)
@@ -211,7 +211,7 @@ func (e *BatchEncoder) classify(page []byte) PageKind {
 	case e.level == LevelNone || looksIncompressible(page):
 		return PageRaw
 	}
-	return PageZstd
+	return PageCompressed
 }
 
 func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
@@ -224,7 +224,8 @@ func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
 	e.last = index
 }
 
-// EncodedBatch is a finished batch: the payload of a page batch record and
+// EncodedBatch is a finished batch: the payload of a page batch record (or
+// of a coded one, but for the codec byte RecordWriter.WriteBatch adds) and
 // what the stream's tally needs to know of it.
 type EncodedBatch struct {
 	// Region is the region the pages belong to.

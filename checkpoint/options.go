@@ -213,8 +213,8 @@ type Limits struct {
 	// MaxRecordBytes bounds a record's payload on the wire. Default 8 MiB.
 	MaxRecordBytes int
 	// MaxBatchBytes bounds the decoded non-zero pages of one batch
-	// (pages × page size); it is also the zstd decoder's maximum memory.
-	// Default 4 MiB.
+	// (pages × page size); it is also the zstd decoder's maximum memory,
+	// and the most an S2 block may declare. Default 4 MiB.
 	MaxBatchBytes int
 	// MaxPagesPerRecord bounds the pages of one batch, zero pages
 	// included. Default 65536.
