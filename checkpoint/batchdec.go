@@ -110,9 +110,11 @@ func (b *Batch) Page(i int) Page {
 }
 
 // Decode decodes the payload of rec, a page batch or coded page batch
-// record. The record's type must be the one the stream's header calls for
-// (RecordCodedBatch in a stream of codec s2 or mixed, RecordPageBatch in
-// the others) and a coded batch's codec one the header allows
+// record. The record's type must be the one the stream's header calls for:
+// RecordCodedBatch in a stream of codec s2 or mixed, where a page batch
+// record is malformed; RecordPageBatch in the others, where a coded page
+// batch record is unknown (ErrUnknownRecord), as it is to a reader of
+// version 1.0. A coded batch's codec must be one the header allows
 // (Codec.Allows), or the record is malformed. Errors are *Error values at
 // the record's offset.
 func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
@@ -124,7 +126,11 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 	switch {
 	case rec.Type != RecordPageBatch && rec.Type != RecordCodedBatch:
 		return fail(ErrInvalid, "not a page batch but %v", rec.Type)
-	case (rec.Type == RecordCodedBatch) != hc.coded():
+	case rec.Type == RecordCodedBatch && !hc.coded():
+		// A stream of codec none or zstd is a version 1.0 stream, which
+		// has no such record: refused as a 1.0 reader refuses it.
+		return fail(ErrUnknownRecord, "%v record in a stream of codec %v", rec.Type, hc)
+	case rec.Type == RecordPageBatch && hc.coded():
 		return fail(ErrMalformed, "%v record in a stream of codec %v", rec.Type, hc)
 	case rec.Type == RecordPageBatch:
 		b.Codec = hc

@@ -91,16 +91,16 @@ func TestBatchRecordCombinations(t *testing.T) {
 		{CodecNone, "plain, none", plain(CodecNone), nil},
 		{CodecNone, "plain, zstd frame", plain(CodecZstd), ErrMalformed},
 		{CodecNone, "plain, s2 block", plain(CodecS2), ErrMalformed},
-		{CodecNone, "coded, none", coded(CodecNone), ErrMalformed},
-		{CodecNone, "coded, zstd", coded(CodecZstd), ErrMalformed},
-		{CodecNone, "coded, s2", coded(CodecS2), ErrMalformed},
+		{CodecNone, "coded, none", coded(CodecNone), ErrUnknownRecord},
+		{CodecNone, "coded, zstd", coded(CodecZstd), ErrUnknownRecord},
+		{CodecNone, "coded, s2", coded(CodecS2), ErrUnknownRecord},
 
 		{CodecZstd, "plain, none", plain(CodecNone), nil},
 		{CodecZstd, "plain, zstd frame", plain(CodecZstd), nil},
 		{CodecZstd, "plain, s2 block", plain(CodecS2), ErrMalformed},
-		{CodecZstd, "coded, none", coded(CodecNone), ErrMalformed},
-		{CodecZstd, "coded, zstd", coded(CodecZstd), ErrMalformed},
-		{CodecZstd, "coded, s2", coded(CodecS2), ErrMalformed},
+		{CodecZstd, "coded, none", coded(CodecNone), ErrUnknownRecord},
+		{CodecZstd, "coded, zstd", coded(CodecZstd), ErrUnknownRecord},
+		{CodecZstd, "coded, s2", coded(CodecS2), ErrUnknownRecord},
 
 		{CodecS2, "plain, none", plain(CodecNone), ErrMalformed},
 		{CodecS2, "plain, zstd frame", plain(CodecZstd), ErrMalformed},
@@ -209,6 +209,17 @@ func TestHeaderCodecs(t *testing.T) {
 		s := splitStream(t, data)
 		s.header[offFlags] = s.header[offFlags]&^flagCodecMask | byte(codec)
 		wantErr(t, readAll(s.join(true, false), ReaderOptions{}), ErrVersion)
+	}
+	// A version 1.0 header naming a codec of 1.1 is refused, as a 1.0
+	// reader refuses it.
+	for _, o := range []WriterOptions{{Level: LevelS2}, {Mixed: true}} {
+		data, _ := testStream(t, o)
+		s := splitStream(t, data)
+		binary.LittleEndian.PutUint16(s.header[offMinor:], 0)
+		e := wantErr(t, readAll(s.join(true, false), ReaderOptions{}), ErrVersion)
+		if e.Offset != offFlags {
+			t.Errorf("error at offset %d, want the flags'", e.Offset)
+		}
 	}
 }
 
