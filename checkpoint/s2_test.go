@@ -248,3 +248,24 @@ func TestS2DecodedPagesAreCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplerFitsS2 checks that the incompressible-page sampler, tuned on
+// zstd, serves S2 as well: the content classes it sends raw do not
+// shrink under S2 either, and those it compresses do.
+func TestSamplerFitsS2(t *testing.T) {
+	page := make([]byte, 4096)
+	for _, c := range []memory.Class{memory.ClassWeights, memory.ClassRandom, memory.ClassText, memory.ClassActivations} {
+		raw, packed := 0, 0
+		for p := range 500 {
+			memory.Generate(page, c, 78, uint64(p), uint32(p%5))
+			raw += len(page)
+			packed += len(s2.Encode(nil, page))
+		}
+		ratio := float64(raw) / float64(packed)
+		memory.Generate(page, c, 78, 0, 0)
+		if incompressible := looksIncompressible(page); incompressible && ratio > 1.02 || !incompressible && ratio < 1.2 {
+			t.Errorf("%v: sent raw %v, S2 ratio %.3f", c, incompressible, ratio)
+		}
+		t.Logf("%v: S2 ratio %.3f", c, ratio)
+	}
+}
