@@ -7,10 +7,12 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// BatchDecoder decodes the payloads of page batch records of one stream.
-// It checks every field against the stream's metadata and the reader's
-// limits before it allocates or decompresses anything, and its buffers
-// and zstd decoder are reused from batch to batch.
+// BatchDecoder decodes the payloads of the page batch records of one
+// stream, plain (RecordPageBatch) or coded (RecordCodedBatch), zstd, S2 or
+// uncompressed. It checks every field against the stream's header and
+// metadata and the reader's limits before it allocates or decompresses
+// anything, and its buffers and zstd decoder are reused from batch to
+// batch.
 //
 // A BatchDecoder is meant to be owned by one goroutine; a parallel
 // decoder gives each worker its own. It is not safe for concurrent use.
@@ -39,6 +41,9 @@ func (d *BatchDecoder) Reset(h Header, meta *Metadata, lim Limits) error {
 	if meta == nil {
 		return invalid("no metadata")
 	}
+	if h.Codec > CodecMixed {
+		return invalid("unknown codec %v", h.Codec)
+	}
 	lim, err := lim.withDefaults()
 	if err != nil {
 		return err
@@ -59,30 +64,6 @@ func (d *BatchDecoder) Close() {
 	}
 }
 
-func (d *BatchDecoder) decoder() (*zstd.Decoder, error) {
-	if d.dec != nil {
-		return d.dec, nil
-	}
-	// Every limit is set explicitly: the zstd defaults (64 GiB of
-	// memory, a 512 MiB window, up to four goroutines) are for trusted
-	// input. The cap limit makes DecodeAll stop at the capacity of the
-	// buffer it is given, the batch's declared size and a little slack. A
-	// single-segment frame's window is its content, already bounded by
-	// MaxBatchBytes; decompress checks other frames' windows against
-	// MaxWindowBytes before zstd sees them.
-	dec, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(uint64(d.lim.MaxBatchBytes)),
-		zstd.WithDecoderMaxWindow(uint64(max(d.lim.MaxWindowBytes, d.lim.MaxBatchBytes))),
-		zstd.WithDecodeAllCapLimit(true),
-	)
-	if err != nil {
-		return nil, invalid("zstd: %v", err)
-	}
-	d.dec = dec
-	return dec, nil
-}
-
 // Batch is a decoded page batch. It aliases the decoder's buffers and the
 // record's payload, and is valid until the next Decode (or the Reader's
 // next Next).
@@ -91,6 +72,10 @@ type Batch struct {
 	Region uint32
 	// Sum is the xxhash64 of the batch's page table.
 	Sum uint64
+	// Codec is the codec of the batch's compressed pages: the one a
+	// coded page batch record names, or the stream's for a page batch
+	// record.
+	Codec Codec
 
 	region int // index in Metadata.Regions
 	idx    []int
@@ -124,17 +109,40 @@ func (b *Batch) Page(i int) Page {
 	return Page{Index: b.idx[i], Gen: b.gens[i], Kind: b.kinds[i], Data: b.data[i]}
 }
 
-// Decode decodes the payload of page batch record rec. Errors are *Error
-// values at the record's offset.
+// Decode decodes the payload of rec, a page batch or coded page batch
+// record. The record's type must be the one the stream's header calls for:
+// RecordCodedBatch in a stream of codec s2 or mixed, where a page batch
+// record is malformed; RecordPageBatch in the others, where a coded page
+// batch record is unknown (ErrUnknownRecord), as it is to a reader of
+// version 1.0. A coded batch's codec must be one the header allows
+// (Codec.Allows), or the record is malformed. Errors are *Error values at
+// the record's offset.
 func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 	fail := func(err error, format string, args ...any) (*Batch, error) {
 		return nil, newError(err, rec.Offset, int64(rec.Seq), format, args...)
 	}
-	if rec.Type != RecordPageBatch {
-		return fail(ErrInvalid, "not a page batch but %v", rec.Type)
-	}
 	b := &d.batch
-	p := newDecoder(rec.Payload)
+	payload, hc := rec.Payload, d.hdr.Codec
+	switch {
+	case rec.Type != RecordPageBatch && rec.Type != RecordCodedBatch:
+		return fail(ErrInvalid, "not a page batch but %v", rec.Type)
+	case rec.Type == RecordCodedBatch && !hc.coded():
+		// A stream of codec none or zstd is a version 1.0 stream, which
+		// has no such record: refused as a 1.0 reader refuses it.
+		return fail(ErrUnknownRecord, "%v record in a stream of codec %v", rec.Type, hc)
+	case rec.Type == RecordPageBatch && hc.coded():
+		return fail(ErrMalformed, "%v record in a stream of codec %v", rec.Type, hc)
+	case rec.Type == RecordPageBatch:
+		b.Codec = hc
+	case len(payload) == 0:
+		return fail(ErrMalformed, "coded page batch without its codec")
+	default:
+		b.Codec, payload = Codec(payload[0]), payload[1:]
+		if !hc.Allows(b.Codec) {
+			return fail(ErrMalformed, "batch of codec %v in a stream of codec %v", b.Codec, hc)
+		}
+	}
+	p := newDecoder(payload)
 	b.Region = p.uint32("region id")
 	if !p.ok {
 		return fail(ErrMalformed, "%s", p.why)
@@ -177,7 +185,7 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		switch PageKind(k) {
 		case PageRaw:
 			raw++
-		case PageZstd:
+		case PageCompressed:
 			cmp++
 		case PageZero:
 		default:
@@ -195,8 +203,8 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 	if !p.ok {
 		return fail(ErrMalformed, "%s", p.why)
 	}
-	b.Sum = xxhash.Sum64(rec.Payload[:p.off])
-	frame := p.lenBytes("zstd frame", len(rec.Payload))
+	b.Sum = xxhash.Sum64(payload[:p.off])
+	frame := p.lenBytes("compressed frame", len(payload))
 	rawBytes := p.bytes("raw pages", uint64(raw*ps))
 	p.end(false)
 	switch {
@@ -204,13 +212,13 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		return fail(ErrMalformed, "%s", p.why)
 	case (cmp == 0) != (len(frame) == 0):
 		return fail(ErrMalformed, "%d compressed pages with a frame of %d bytes", cmp, len(frame))
-	case cmp > 0 && d.hdr.Codec != CodecZstd:
-		return fail(ErrMalformed, "compressed pages in a stream with codec %v", d.hdr.Codec)
+	case cmp > 0 && b.Codec == CodecNone:
+		return fail(ErrMalformed, "compressed pages in a batch of codec %v", b.Codec)
 	}
 	var out []byte
 	if cmp > 0 {
 		var err error
-		if out, err = d.decompress(frame, cmp*ps); err != nil {
+		if out, err = d.expand(b.Codec, frame, cmp*ps); err != nil {
 			var e *Error
 			errors.As(err, &e)
 			e.Offset, e.Seq = rec.Offset, int64(rec.Seq)
@@ -222,61 +230,10 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		switch k {
 		case PageRaw:
 			data, rawBytes = rawBytes[:ps:ps], rawBytes[ps:]
-		case PageZstd:
+		case PageCompressed:
 			data, out = out[:ps:ps], out[ps:]
 		}
 		b.data = append(b.data, data)
 	}
 	return b, nil
-}
-
-// zstdSlackBytes is the spare capacity zstd wants past a frame's output to
-// copy matches in whole words (its compressedBlockOverAlloc, 16 bytes, with
-// room to spare).
-const zstdSlackBytes = 64
-
-// decompress decodes frame, which must hold exactly size bytes, into the
-// decoder's scratch buffer. The frame header is checked first, so that a
-// frame declaring too much is refused before any memory is set aside.
-func (d *BatchDecoder) decompress(frame []byte, size int) ([]byte, error) {
-	var h zstd.Header
-	if err := h.Decode(frame); err != nil || h.Skippable {
-		return nil, newError(ErrMalformed, 0, -1, "bad zstd frame header")
-	}
-	switch {
-	case !h.HasFCS:
-		return nil, newError(ErrMalformed, 0, -1, "zstd frame does not declare its size")
-	case h.FrameContentSize > uint64(d.lim.MaxBatchBytes):
-		return nil, newError(ErrLimit, 0, -1, "zstd frame of %d bytes, limit %d", h.FrameContentSize, d.lim.MaxBatchBytes)
-	case h.FrameContentSize != uint64(size):
-		return nil, newError(ErrMalformed, 0, -1, "zstd frame of %d bytes for %d bytes of pages", h.FrameContentSize, size)
-	case !h.SingleSegment && h.WindowSize > uint64(d.lim.MaxWindowBytes):
-		return nil, newError(ErrLimit, 0, -1, "zstd window of %d bytes, limit %d", h.WindowSize, d.lim.MaxWindowBytes)
-	}
-	dec, err := d.decoder()
-	if err != nil {
-		return nil, err
-	}
-	// The buffer holds the declared size and zstdSlackBytes more. Without
-	// the slack zstd decodes the last 128 KiB block of a frame with its
-	// slower bounds-checked copies, which for a batch of a few compressible
-	// pages is most of the frame. The slack is the decoder's own scratch:
-	// no page view reaches into it, and output is still bounded — by the
-	// frame's content size, which zstd enforces block by block and which
-	// was checked above, and by DecodeAllCapLimit at the capacity — and
-	// checked below to be exactly size bytes.
-	if cap(d.scratch) < size+zstdSlackBytes {
-		d.scratch = make([]byte, size+zstdSlackBytes)
-	}
-	out, err := dec.DecodeAll(frame, d.scratch[:0:size+zstdSlackBytes])
-	switch {
-	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded),
-		errors.Is(err, zstd.ErrFrameSizeExceeded):
-		return nil, newError(ErrLimit, 0, -1, "zstd frame expands past its declared size").withCause(err)
-	case err != nil:
-		return nil, newError(ErrMalformed, 0, -1, "zstd").withCause(err)
-	case len(out) != size:
-		return nil, newError(ErrMalformed, 0, -1, "zstd frame decodes to %d bytes, want %d", len(out), size)
-	}
-	return out, nil
 }

@@ -18,8 +18,12 @@ const (
 	PageZero PageKind = 0
 	// PageRaw: the page's bytes are sent as they are.
 	PageRaw PageKind = 1
-	// PageZstd: the page's bytes are in the batch's zstd frame.
-	PageZstd PageKind = 2
+	// PageCompressed: the page's bytes are in the batch's compressed
+	// frame, a zstd frame or an S2 block as the batch's codec says.
+	PageCompressed PageKind = 2
+	// PageZstd is PageCompressed's name from version 1.0, when zstd was
+	// the only codec.
+	PageZstd = PageCompressed
 )
 
 // String returns the kind's name.
@@ -29,30 +33,28 @@ func (k PageKind) String() string {
 		return "zero"
 	case PageRaw:
 		return "raw"
-	case PageZstd:
-		return "zstd"
+	case PageCompressed:
+		return "compressed"
 	}
 	return "PageKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// encoderWindowBytes is how far back a batch encoder looks for matches.
-// Frames are single-segment: they always declare their content size, and
-// a decoder needs no window beyond the batch it decodes into.
-const encoderWindowBytes = 1 << 20
-
 // BatchEncoder turns pages of one region into the payload of a page batch
 // record: it elides zero pages, sends pages that look incompressible raw,
-// and compresses the rest into one zstd frame. Its buffers and zstd
-// encoder are reused from batch to batch, so that a batch allocates
-// nothing once the buffers have grown.
+// and compresses the rest into one zstd frame or S2 block, as its level
+// says. Its level may change from batch to batch (SetLevel). Its buffers
+// and codec state are reused from batch to batch, so that a batch
+// allocates nothing once the buffers have grown.
 //
 // A BatchEncoder is meant to be owned by one goroutine: a parallel copy
 // engine gives each worker its own, and hands the EncodedBatch results to
 // one RecordWriter (or Writer.WriteBatch) in order. It is not safe for
 // concurrent use.
 type BatchEncoder struct {
-	level    Level
-	enc      *zstd.Encoder
+	level Level
+	// zstds holds an encoder for each zstd level used so far, made when
+	// the level is first set.
+	zstds    [LevelBest + 1]*zstd.Encoder
 	open     bool
 	region   uint32
 	pageSize int
@@ -71,40 +73,50 @@ type BatchEncoder struct {
 
 // NewBatchEncoder returns an encoder compressing at level.
 func NewBatchEncoder(level Level) (*BatchEncoder, error) {
-	if level > LevelNone {
-		return nil, invalid("unknown level %d", uint8(level))
-	}
-	e := &BatchEncoder{level: level}
-	if level != LevelNone {
-		enc, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(level.zstdLevel()),
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(encoderWindowBytes),
-			zstd.WithSingleSegment(true),
-			// Each record has its own check value, computed over the
-			// compressed bytes before they are decompressed, so the
-			// frame's checksum would only cost time: about 1 % on the
-			// pages this encoder compresses, far more on repetitive
-			// data (FORMAT.md, BenchmarkFrameCRCPaired).
-			zstd.WithEncoderCRC(false),
-		)
-		if err != nil {
-			return nil, invalid("zstd: %v", err)
-		}
-		e.enc = enc
+	e := &BatchEncoder{}
+	if err := e.SetLevel(level); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
 
-// Close releases the zstd encoder.
-func (e *BatchEncoder) Close() error {
-	if e.enc != nil {
-		return e.enc.Close()
+// SetLevel sets the level of the batches begun after it, and forgets a
+// batch not finished, as Begin does. The encoder of a zstd level is made
+// the first time the level is set and kept until Close, so that changing
+// levels from batch to batch allocates nothing once each level has been
+// used.
+func (e *BatchEncoder) SetLevel(level Level) error {
+	if !level.valid() {
+		return invalid("unknown level %d", uint8(level))
 	}
+	e.open = false
+	if level.isZstd() && e.zstds[level] == nil {
+		enc, err := newZstdEncoder(level)
+		if err != nil {
+			return err
+		}
+		e.zstds[level] = enc
+	}
+	e.level = level
 	return nil
 }
 
-// Level returns the encoder's compression level.
+// Close releases the zstd encoders.
+func (e *BatchEncoder) Close() error {
+	var first error
+	for i, enc := range e.zstds {
+		if enc != nil {
+			if err := enc.Close(); err != nil && first == nil {
+				first = err
+			}
+			e.zstds[i] = nil
+		}
+	}
+	return first
+}
+
+// Level returns the encoder's compression level: that of the batch being
+// built, or of the next one.
 func (e *BatchEncoder) Level() Level { return e.level }
 
 // Begin starts a batch of pages of region, whose pages are pageSize bytes.
@@ -155,7 +167,7 @@ func (e *BatchEncoder) Add(index int, gen uint32, page []byte) error {
 	switch kind {
 	case PageRaw:
 		e.raw = append(e.raw, page...)
-	case PageZstd:
+	case PageCompressed:
 		e.cmp = append(e.cmp, page...)
 	}
 	e.push(index, gen, kind)
@@ -185,7 +197,7 @@ func (e *BatchEncoder) AddFrom(r *memory.Region, index int) error {
 	switch kind {
 	case PageRaw:
 		e.raw = e.raw[:n+e.pageSize]
-	case PageZstd:
+	case PageCompressed:
 		e.cmp = append(e.cmp, slot...)
 	}
 	e.push(index, st.Gen, kind)
@@ -196,10 +208,10 @@ func (e *BatchEncoder) classify(page []byte) PageKind {
 	switch {
 	case memory.IsZero(page):
 		return PageZero
-	case e.enc == nil || looksIncompressible(page):
+	case e.level == LevelNone || looksIncompressible(page):
 		return PageRaw
 	}
-	return PageZstd
+	return PageCompressed
 }
 
 func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
@@ -212,7 +224,8 @@ func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
 	e.last = index
 }
 
-// EncodedBatch is a finished batch: the payload of a page batch record and
+// EncodedBatch is a finished batch: the payload of a page batch record (or
+// of a coded one, but for the codec byte RecordWriter.WriteBatch adds) and
 // what the stream's tally needs to know of it.
 type EncodedBatch struct {
 	// Region is the region the pages belong to.
@@ -224,9 +237,14 @@ type EncodedBatch struct {
 	// Sum is the xxhash64 of the batch's page table, its contribution to
 	// the round and stream digests.
 	Sum uint64
-	// Payload is the record payload in pieces to be written back to
-	// back. It aliases the encoder's buffers and is valid until the
-	// encoder's next Begin.
+	// Level is the level the batch was encoded at. Its codec
+	// (Level.Codec) is the batch's: the one a coded page batch record
+	// names, and one the stream's header must allow.
+	Level Level
+	// Payload is the page batch layout in pieces to be written back to
+	// back: the whole payload of a page batch record, and all of a coded
+	// page batch record's but its leading codec byte. It aliases the
+	// encoder's buffers and is valid until the encoder's next Begin.
 	Payload [][]byte
 }
 
@@ -254,13 +272,7 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 		h = appendUvarint(h, uint64(g))
 	}
 	sum := xxhash.Sum64(h)
-	e.frame = e.frame[:0]
-	if len(e.cmp) > 0 {
-		// Room for zstd's worst case (raw blocks: a few bytes a 128 KiB
-		// block) so that EncodeAll never reallocates.
-		e.frame = slices.Grow(e.frame, len(e.cmp)+len(e.cmp)>>10+64)
-		e.frame = e.enc.EncodeAll(e.cmp, e.frame)
-	}
+	e.frame = e.compress(e.frame[:0], e.cmp)
 	h = appendUvarint(h, uint64(len(e.frame)))
 	e.head = h
 	e.parts = [3][]byte{h, e.frame, e.raw}
@@ -270,6 +282,7 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 		ZeroPages: e.zero,
 		RawBytes:  len(e.idx) * e.pageSize,
 		Sum:       sum,
+		Level:     e.level,
 		Payload:   e.parts[:],
 	}, nil
 }

@@ -25,6 +25,12 @@ import (
 // once warm (every benchmark does its operation once before it starts
 // timing, as the baseline compresses its frame once before it starts).
 //
+// BenchmarkEncode and BenchmarkDecode run the stream with each codec
+// (codec=zstd at LevelFastest, codec=s2 at LevelS2); BenchmarkBaselineS2
+// is plain S2 over the same pages, as BenchmarkBaselineZstd is plain zstd:
+//
+//	go test -run '^$' -bench 'Encode/mix=realistic/batch=1MiB|Decode/mix=realistic/batch=1MiB' -count=6 ./checkpoint
+//
 // BenchmarkFloor measures the least work the format asks of any encoder or
 // decoder of the same batch, to tell the cost of the design from the cost
 // of this implementation: on a mix zstd cannot shrink, the baseline's
@@ -84,11 +90,11 @@ func writeBatch(w *Writer, src []byte, gens []uint32) error {
 	return w.Flush()
 }
 
-// benchStream returns a whole stream holding the pages as one batch, and
-// the offsets of the batch record and of its end.
-func benchStream(b *testing.B, src []byte, gens []uint32) (data []byte, batchOff, batchEnd int) {
+// benchStream returns a whole stream holding the pages as one batch at
+// level, and the offsets of the batch record and of its end.
+func benchStream(b *testing.B, src []byte, gens []uint32, level Level) (data []byte, batchOff, batchEnd int) {
 	var stream bytes.Buffer
-	w, err := NewWriter(&stream, benchMeta(len(src)), WriterOptions{BatchBytes: len(src)})
+	w, err := NewWriter(&stream, benchMeta(len(src)), WriterOptions{Level: level, BatchBytes: len(src)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,6 +123,7 @@ type benchOps struct {
 	floorEncode            func()
 	floorDecode            func()
 
+	level        Level  // the stream's
 	encodedBytes int64  // the stream's batch record
 	baseFrame    []byte // the baseline's last frame
 	rd           *Reader
@@ -130,7 +137,13 @@ func (o *benchOps) close() {
 }
 
 func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
-	o := &benchOps{}
+	return newBenchOpsAt(b, m, batch, LevelFastest)
+}
+
+// newBenchOpsAt is newBenchOps with the stream at level; the baseline and
+// the floor are zstd's whatever the level.
+func newBenchOpsAt(b *testing.B, m memory.Mix, batch int, level Level) *benchOps {
+	o := &benchOps{level: level}
 	o.src, o.gens = benchPages(b, m, batch)
 	src, gens := o.src, o.gens
 
@@ -140,7 +153,7 @@ func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
 	// views of the decoded batch; the baseline's are views of its output
 	// buffer.
 	var out countWriter
-	w, err := NewWriter(&out, benchMeta(batch), WriterOptions{BatchBytes: batch})
+	w, err := NewWriter(&out, benchMeta(batch), WriterOptions{Level: level, BatchBytes: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,12 +168,17 @@ func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
 			b.Fatalf("wrote %d records, %d bytes", w.rw.Seq()-seq, o.encodedBytes)
 		}
 	}
-	data, batchOff, batchEnd := benchStream(b, src, gens)
+	// The stream's decode reads streamData; the floor's, zstd's data.
+	data, batchOff, batchEnd := benchStream(b, src, gens, LevelFastest)
+	streamData := data
+	if level != LevelFastest {
+		streamData, _, _ = benchStream(b, src, gens, level)
+	}
 	br := bytes.NewReader(data)
 	o.rd = &Reader{}
 	o.closers = append(o.closers, func() { o.rd.Close() })
 	o.decode = func() {
-		br.Reset(data)
+		br.Reset(streamData)
 		if err := o.rd.Reset(br, ReaderOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -247,7 +265,7 @@ func newBenchOps(b *testing.B, m memory.Mix, batch int) *benchOps {
 		}
 		floorFrame = floorFrame[:0]
 		if len(cmp) > 0 {
-			floorFrame = be.enc.EncodeAll(cmp, floorFrame)
+			floorFrame = be.zstds[LevelFastest].EncodeAll(cmp, floorFrame)
 		}
 		d.Reset()
 		d.Write(head)
@@ -322,15 +340,45 @@ func runBench(b *testing.B, suffix string, op func(*benchOps) func(), after func
 	}
 }
 
+// benchCodecs are the codecs of BenchmarkEncode and BenchmarkDecode.
+var benchCodecs = []struct {
+	name  string
+	level Level
+}{{"zstd", LevelFastest}, {"s2", LevelS2}}
+
+// runCodecBench times op of the stream over every mix, batch size and
+// codec, each named mix=M/batch=B/codec=C.
+func runCodecBench(b *testing.B, op func(*benchOps) func(), after func(*testing.B, *benchOps)) {
+	for _, m := range memory.Mixes() {
+		for _, bb := range benchBatches {
+			for _, c := range benchCodecs {
+				b.Run(fmt.Sprintf("mix=%s/batch=%s/codec=%s", m.Name, bb.name, c.name), func(b *testing.B) {
+					o := newBenchOpsAt(b, m, bb.bytes, c.level)
+					defer o.close()
+					f := op(o)
+					b.SetBytes(int64(bb.bytes))
+					b.ReportAllocs()
+					for b.Loop() {
+						f()
+					}
+					if after != nil {
+						after(b, o)
+					}
+				})
+			}
+		}
+	}
+}
+
 func BenchmarkEncode(b *testing.B) {
-	runBench(b, "", func(o *benchOps) func() { return o.encode }, func(b *testing.B, o *benchOps) {
+	runCodecBench(b, func(o *benchOps) func() { return o.encode }, func(b *testing.B, o *benchOps) {
 		b.ReportMetric(float64(len(o.src))/float64(o.encodedBytes), "ratio")
-		checkRoundTrip(b, o.src, o.gens)
+		checkRoundTrip(b, o.src, o.gens, o.level)
 	})
 }
 
 func BenchmarkDecode(b *testing.B) {
-	runBench(b, "", func(o *benchOps) func() { return o.decode }, func(b *testing.B, o *benchOps) {
+	runCodecBench(b, func(o *benchOps) func() { return o.decode }, func(b *testing.B, o *benchOps) {
 		checkBatch(b, o.rd.Batch(), o.src, o.gens, true)
 	})
 }
@@ -396,9 +444,9 @@ func median(v []float64) float64 {
 
 // checkRoundTrip writes the pages to a stream and reads them back, outside
 // the timed loop, so that a benchmark cannot pass by producing garbage.
-func checkRoundTrip(b *testing.B, src []byte, gens []uint32) {
+func checkRoundTrip(b *testing.B, src []byte, gens []uint32, level Level) {
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, benchMeta(len(src)), WriterOptions{BatchBytes: len(src)})
+	w, err := NewWriter(&buf, benchMeta(len(src)), WriterOptions{Level: level, BatchBytes: len(src)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -245,8 +245,13 @@ func craftStream(tb testing.TB, meta Metadata, codec Codec, payloads ...rawRecor
 	tb.Helper()
 	var buf bytes.Buffer
 	opts := WriterOptions{StreamID: testStreamID}
-	if codec == CodecNone {
+	switch codec {
+	case CodecNone:
 		opts.Level = LevelNone
+	case CodecS2:
+		opts.Level = LevelS2
+	case CodecMixed:
+		opts.Mixed = true
 	}
 	rw, err := NewRecordWriter(&buf, opts)
 	if err != nil {

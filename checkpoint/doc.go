@@ -42,11 +42,23 @@
 // It is built of two parts that a parallel copy engine uses separately.
 // A BatchEncoder, one per goroutine, turns pages into a page batch payload:
 // zero pages are elided, pages that look incompressible are sent raw, the
-// rest share one zstd frame; its buffers are reused, so a batch allocates
-// nothing once warm. A RecordWriter, on one goroutine, writes the payloads
+// rest share one zstd frame or one S2 block; its buffers are reused, so a
+// batch allocates nothing once warm. A RecordWriter, on one goroutine, writes the payloads
 // in order: it assigns sequence numbers, seals payloads, chains check
 // values. Writer.WriteBatch is the ordered stage that takes batches
 // encoded elsewhere and keeps the round and stream counts.
+//
+// # Codecs
+//
+// A stream's header names its codec: none, zstd or S2 (klauspost/compress's
+// S2 block format, faster than zstd for a little less compression), or
+// mixed, whose batches may each use any of the three. WriterOptions.Level
+// chooses the codec and, for zstd, how hard it works; WriterOptions.Mixed
+// declares a mixed stream, whose batches take the levels Writer.SetLevel
+// or BatchEncoder.SetLevel give them, as an adaptive writer chooses them.
+// A stream of codec S2 or mixed carries each batch in a coded page batch
+// record, which names the batch's codec (version 1.1 of the format); a
+// stream of codec none or zstd is a version 1.0 stream, byte for byte.
 //
 // # Reading
 //
@@ -88,8 +100,9 @@
 // ErrAuth, ErrEncryptionMode, and, for the caller's own mistakes, ErrWrite,
 // ErrInvalid and ErrState. Readers' errors are sticky. Limits bound record
 // size, batch size, pages per record, zstd window and memory, device state
-// and metadata size, region count and stream length; every zero field has a
-// safe default.
+// and metadata size, region count and stream length; an S2 block's declared
+// length is held to the batch limit as a zstd frame's is; every zero field
+// has a safe default.
 //
 // # Concurrency
 //

@@ -36,6 +36,10 @@ func fuzzReaderSeeds(tb testing.TB) map[string][]byte {
 	sealed, _ := testStreamOf(tb, WriterOptions{Encryption: EncryptionOpportunistic, Key: testKey}, memory.MinPageSize)
 	none, _ := testStreamOf(tb, WriterOptions{Level: LevelNone}, memory.MinPageSize)
 	big, _ := testStreamOf(tb, WriterOptions{BatchBytes: 1024}, 1024)
+	coded, _ := testStreamOf(tb, WriterOptions{Level: LevelS2}, memory.MinPageSize)
+	mixed, _ := testStreamOf(tb, WriterOptions{Mixed: true}, memory.MinPageSize)
+	mixedSealed, _ := testStreamOf(tb, WriterOptions{Mixed: true, Encryption: EncryptionOpportunistic, Key: testKey}, memory.MinPageSize)
+	mixedBig, _ := testStreamOf(tb, WriterOptions{Mixed: true, BatchBytes: 2048}, 1024)
 	seeds := map[string][]byte{
 		"stream-zstd":      plain,
 		"stream-encrypted": sealed,
@@ -44,6 +48,13 @@ func fuzzReaderSeeds(tb testing.TB) map[string][]byte {
 		"newer-minor":      newerMinor(tb, plain, false),
 		"header-only":      plain[:headerSizeV1],
 		"truncated":        plain[:len(plain)/2],
+
+		// Version 1.1: coded page batches, of S2 and of every codec.
+		"stream-s2":              coded,
+		"stream-mixed":           mixed,
+		"stream-mixed-encrypted": mixedSealed,
+		"stream-mixed-1k-pages":  mixedBig[:len(mixedBig)/3],
+		"mixed-truncated":        mixed[:len(mixed)*2/3],
 	}
 	flipped := bytes.Clone(plain)
 	flipped[len(flipped)/3] ^= 0x08
@@ -164,6 +175,7 @@ type roundTripCase struct {
 	pages    int
 	regions  int
 	level    Level
+	mixed    bool // a mixed stream: each op sets the level first
 	encrypt  bool
 	batch    int
 	ops      []rtOp
@@ -177,6 +189,7 @@ type rtOp struct {
 	gen      uint32
 	fill     byte // 0: a zero page; else the bytes are script bytes and this
 	bytes    []byte
+	level    Level // in a mixed stream, of the batch this page may begin
 }
 
 // parseRoundTrip turns fuzz bytes into a case: a small header, then
@@ -189,6 +202,14 @@ func parseRoundTrip(script []byte, shape uint32) roundTripCase {
 		level:    Level(shape >> 11 % 5),
 		encrypt:  shape>>14&1 == 1,
 	}
+	// Bits 18 and 19, added with version 1.1 (older seeds have them
+	// clear): an S2 stream, or a mixed one.
+	switch shape >> 18 & 3 {
+	case 1:
+		c.level = LevelS2
+	case 2, 3:
+		c.mixed = true
+	}
 	c.batch = c.pageSize * (1 + int(shape>>15%8))
 	for len(script) >= 4 && len(c.ops) < 200 {
 		op := rtOp{
@@ -197,6 +218,7 @@ func parseRoundTrip(script []byte, shape uint32) roundTripCase {
 			page:     int(script[1]) % c.pages,
 			gen:      uint32(script[2]),
 			fill:     script[3],
+			level:    Level((uint(script[1]) + uint(script[2])) % uint(maxLevel+1)),
 		}
 		script = script[4:]
 		if op.fill&1 == 1 { // take page bytes from the script, repeated
@@ -251,7 +273,7 @@ func runRoundTrip(t testing.TB, c roundTripCase) {
 		meta.Profiles = append(meta.Profiles, fmt.Sprintf("P40-%dq", i+1))
 		devices = append(devices, DeviceState{Device: uint32(i), Version: uint32(7 * i), Data: d})
 	}
-	wopts := WriterOptions{Level: c.level, BatchBytes: c.batch, StreamID: testStreamID}
+	wopts := WriterOptions{Level: c.level, Mixed: c.mixed, BatchBytes: c.batch, StreamID: testStreamID}
 	ropts := ReaderOptions{}
 	if c.encrypt {
 		wopts.Encryption, wopts.Key = EncryptionRequired, testKey
@@ -266,6 +288,11 @@ func runRoundTrip(t testing.TB, c roundTripCase) {
 	page := make([]byte, c.pageSize)
 	for _, op := range c.ops {
 		op.pageOf(page)
+		if c.mixed {
+			if err := w.SetLevel(op.level); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := srcs[op.region].StorePage(op.page, page, op.gen); err != nil {
 			t.Fatal(err)
 		}
@@ -345,6 +372,10 @@ var roundTripSeeds = []struct {
 	{"many-pages", bytes.Repeat([]byte{0x02, 0x09, 0x01, 0x11, 'z', 'e', 'r', 'o', 'x', 'y', 'z', 'w'}, 30), 0xffff},
 	{"encrypted-1k", []byte("\x00\x00\x01\x00\x80\x01\x02\x0btext text\x01\x05\x09\x00\x04blob"), 4 | 1<<14 | 2<<11},
 	{"empty", nil, 0},
+	// Version 1.1: an S2 stream and mixed ones (shape bits 18-19).
+	{"s2-two-rounds", []byte("\x00\x01\x05\x07pattern\x81\x02\x01\x00\x01\x03\x02\x05abcd\x05dev0\x09device-1"), 0x1234 | 1<<18},
+	{"mixed-many-pages", bytes.Repeat([]byte{0x02, 0x09, 0x01, 0x11, 'z', 'e', 'r', 'o', 'x', 'y', 'z', 'w', 0x01, 0x0a, 0x02, 0x00}, 30), 0xffff | 2<<18},
+	{"mixed-encrypted-1k", []byte("\x00\x00\x01\x00\x80\x01\x02\x0btext text\x01\x05\x09\x00\x04blob\x00\x02\x03\x05abcde"), 4 | 1<<14 | 2<<11 | 2<<18},
 }
 
 // FuzzRoundTrip writes arbitrary page sets and device blobs, reads them

@@ -7,12 +7,27 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The version this package writes. A reader accepts any stream of the same
-// major version whose critical records and flags it knows (see FORMAT.md).
+// The newest version this package writes and reads. A reader accepts any
+// stream of the same major version whose critical records and flags it
+// knows (see FORMAT.md).
+//
+// A writer declares minor 1 only in a stream that needs it, one whose
+// codec is CodecS2 or CodecMixed: a stream of codec none or zstd is still
+// written as version 1.0, byte for byte as before 1.1 existed, so that a
+// 1.0 reader keeps reading what it could read before.
 const (
 	VersionMajor = 1
-	VersionMinor = 0
+	VersionMinor = 1
 )
+
+// minorFor is the minor version a writer declares for a stream of codec
+// c: the oldest that knows c.
+func minorFor(c Codec) uint16 {
+	if c.coded() {
+		return 1
+	}
+	return 0
+}
 
 // magic starts every stream. As PNG's signature does, it has a high-bit
 // byte (caught by 7-bit channels), CR LF and LF (caught by line-ending
@@ -37,12 +52,21 @@ const (
 // Codec is the compression a stream's page batches may use.
 type Codec uint8
 
-// The codecs.
+// The codecs. A stream's header names one; in a stream of codec CodecS2
+// or CodecMixed, every page batch names its own too (RecordCodedBatch), one
+// of the first three.
 const (
 	// CodecNone: every page is zero or raw.
 	CodecNone Codec = 0
 	// CodecZstd: compressible pages of a batch share one zstd frame.
 	CodecZstd Codec = 1
+	// CodecS2: compressible pages of a batch share one S2 block
+	// (github.com/klauspost/compress/s2, block format). Since version 1.1.
+	CodecS2 Codec = 2
+	// CodecMixed, in a header only: each batch may use any of CodecNone,
+	// CodecZstd and CodecS2, and names the one it uses, as an adaptive
+	// writer's batches do. Since version 1.1.
+	CodecMixed Codec = 3
 )
 
 // String returns the codec's name.
@@ -52,9 +76,31 @@ func (c Codec) String() string {
 		return "none"
 	case CodecZstd:
 		return "zstd"
+	case CodecS2:
+		return "s2"
+	case CodecMixed:
+		return "mixed"
 	}
 	return "Codec(" + strconv.Itoa(int(c)) + ")"
 }
+
+// Allows reports whether a stream whose header names codec c may carry a
+// page batch of codec batch: a batch of codec none in every stream, a
+// compressed one in a stream of its own codec, and any of the three in a
+// mixed stream. CodecMixed is no batch's codec.
+func (c Codec) Allows(batch Codec) bool {
+	switch {
+	case batch > CodecS2:
+		return false
+	case batch == CodecNone, c == CodecMixed:
+		return c <= CodecMixed
+	}
+	return batch == c
+}
+
+// coded reports whether a stream of codec c carries its page batches as
+// coded page batch records, each naming its codec.
+func (c Codec) coded() bool { return c == CodecS2 || c == CodecMixed }
 
 // Header flag bits. The low byte is critical: a reader rejects a bit it
 // does not know. The high byte is optional: a reader ignores bits it does

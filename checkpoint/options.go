@@ -61,8 +61,9 @@ func checkKey(m EncryptionMode, key []byte) error {
 	return nil
 }
 
-// Level is how a Writer compresses page batches. The zero value is
-// LevelFastest, which is what the copy engine is tuned for.
+// Level is how a Writer or BatchEncoder compresses page batches: which
+// codec, and how hard. The zero value is LevelFastest, which is what the
+// copy engine is tuned for.
 type Level uint8
 
 const (
@@ -76,6 +77,13 @@ const (
 	LevelBest
 	// LevelNone does not compress: pages are sent zero or raw.
 	LevelNone
+	// LevelS2 is klauspost/compress's S2 block encoding at its fastest
+	// (s2.Encode): less compression than zstd, in less time. A stream of
+	// this level is a version 1.1 stream of codec CodecS2.
+	LevelS2
+
+	// maxLevel is the highest level known.
+	maxLevel = LevelS2
 )
 
 // String returns the level's name.
@@ -91,9 +99,17 @@ func (l Level) String() string {
 		return "best"
 	case LevelNone:
 		return "none"
+	case LevelS2:
+		return "s2"
 	}
 	return fmt.Sprintf("Level(%d)", uint8(l))
 }
+
+// valid reports whether l is a known level.
+func (l Level) valid() bool { return l <= maxLevel }
+
+// isZstd reports whether l is one of zstd's levels.
+func (l Level) isZstd() bool { return l <= LevelBest }
 
 // zstdLevel returns the zstd encoder level of l.
 func (l Level) zstdLevel() zstd.EncoderLevel {
@@ -108,12 +124,20 @@ func (l Level) zstdLevel() zstd.EncoderLevel {
 	return zstd.SpeedFastest
 }
 
-// codec returns the codec a writer at level l declares.
-func (l Level) codec() Codec {
-	if l == LevelNone {
+// Codec returns the codec of level l: the codec a batch encoded at l
+// names, and the one the header of a stream written at l declares unless
+// the stream is mixed. An unknown level has no codec; it returns
+// CodecMixed, which no batch may name.
+func (l Level) Codec() Codec {
+	switch {
+	case l == LevelNone:
 		return CodecNone
+	case l == LevelS2:
+		return CodecS2
+	case l.isZstd():
+		return CodecZstd
 	}
-	return CodecZstd
+	return CodecMixed
 }
 
 // Writer defaults and bounds.
@@ -131,8 +155,17 @@ type WriterOptions struct {
 	// no randomness); with encryption it binds every record to this
 	// stream.
 	StreamID [StreamIDSize]byte
-	// Level is the compression level of page batches.
+	// Level is the compression level of page batches: of every batch,
+	// unless Mixed is set. The stream's header declares its codec
+	// (Level.Codec), and the stream may then carry batches of that codec
+	// or of none.
 	Level Level
+	// Mixed declares a stream whose batches may each use any level, as
+	// an adaptive writer's do: the header's codec is CodecMixed and each
+	// batch's record names its own codec (a version 1.1 stream). Level is
+	// then the level of a Writer's batches until Writer.SetLevel changes
+	// it.
+	Mixed bool
 	// BatchBytes is the raw size, in bytes, of the pages (zero pages
 	// included) a batch holds: 0 means DefaultBatchBytes; a batch always
 	// holds at least one page. A reader's Limits must admit it.
@@ -151,13 +184,22 @@ func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	if o.BatchBytes < 0 || o.BatchBytes > MaxBatchBytes {
 		return o, invalid("batch size %d outside [1, %d]", o.BatchBytes, MaxBatchBytes)
 	}
-	if o.Level > LevelNone {
+	if !o.Level.valid() {
 		return o, invalid("unknown level %d", uint8(o.Level))
 	}
 	if err := checkKey(o.Encryption, o.Key); err != nil {
 		return o, err
 	}
 	return o, nil
+}
+
+// codec is the codec the header of a stream written with options o
+// declares.
+func (o WriterOptions) codec() Codec {
+	if o.Mixed {
+		return CodecMixed
+	}
+	return o.Level.Codec()
 }
 
 // encrypted reports whether a writer with options o encrypts.
@@ -171,8 +213,8 @@ type Limits struct {
 	// MaxRecordBytes bounds a record's payload on the wire. Default 8 MiB.
 	MaxRecordBytes int
 	// MaxBatchBytes bounds the decoded non-zero pages of one batch
-	// (pages × page size); it is also the zstd decoder's maximum memory.
-	// Default 4 MiB.
+	// (pages × page size); it is also the zstd decoder's maximum memory,
+	// and the most an S2 block may declare. Default 4 MiB.
 	MaxBatchBytes int
 	// MaxPagesPerRecord bounds the pages of one batch, zero pages
 	// included. Default 65536.

@@ -61,7 +61,7 @@ func (s *parallelStream) run(ctx context.Context) error {
 			}
 			return err
 		}
-		if rec.Type == RecordPageBatch {
+		if rec.Type.isBatch() {
 			if err := s.dispatch(ctx, rec); err != nil {
 				return err
 			}

@@ -128,10 +128,18 @@ func testStreamOf(tb testing.TB, opts WriterOptions, ps int) ([]byte, []*memory.
 			tb.Fatal(err)
 		}
 	}
+	// A mixed stream's batches take every codec: a level per part.
+	level := func(l Level) {
+		if opts.Mixed {
+			must(w.SetLevel(l))
+		}
+	}
 	var set memory.PageSet
 	ram.CollectDirty(&set)
+	level(LevelS2)
 	must(w.WriteRegion(0, ram, &set))
 	fb.CollectDirty(&set)
+	level(LevelFastest)
 	must(w.WriteRegion(1, fb, &set))
 	_, err = w.EndRound()
 	must(err)
@@ -140,6 +148,7 @@ func testStreamOf(tb testing.TB, opts WriterOptions, ps int) ([]byte, []*memory.
 		must(err)
 	}
 	ram.CollectDirty(&set)
+	level(LevelNone)
 	must(w.WriteRegion(0, ram, &set))
 	_, err = w.EndRound()
 	must(err)
@@ -147,6 +156,7 @@ func testStreamOf(tb testing.TB, opts WriterOptions, ps int) ([]byte, []*memory.
 	_, err = fb.WriteAt([]byte("final"), int64(ps*2))
 	must(err)
 	fb.CollectDirty(&set)
+	level(LevelS2)
 	must(w.WriteRegion(1, fb, &set))
 	ramDigest, err := ram.Digest()
 	must(err)

@@ -111,8 +111,10 @@ func (rd *Reader) fail(err error) error {
 }
 
 // Next reads the next record and returns its type: RecordPageBatch,
-// RecordDeviceState, RecordEndRound or RecordEndStream. After the
-// end-of-stream record it returns io.EOF.
+// RecordDeviceState, RecordEndRound or RecordEndStream. A coded page batch
+// record (RecordCodedBatch) is returned as RecordPageBatch: both carry a
+// Batch, whose Codec says how it was compressed. After the end-of-stream
+// record it returns io.EOF.
 func (rd *Reader) Next() (RecordType, error) {
 	if rd.err != nil {
 		return 0, rd.err
@@ -129,14 +131,16 @@ func (rd *Reader) Next() (RecordType, error) {
 			return 0, rd.fail(err)
 		}
 		rd.cur = rec.Type
-		if rec.Type == RecordPageBatch {
+		if rec.Type.isBatch() {
 			b, err := rd.bd.Decode(rec)
 			if err != nil {
 				return 0, rd.fail(err)
 			}
 			rd.batch = b
 			rd.tally.add(b.Sum, b.Len(), b.ZeroPages())
-			return rec.Type, nil
+			// Both carry a Batch; its Codec tells them apart.
+			rd.cur = RecordPageBatch
+			return rd.cur, nil
 		}
 		skip, err := rd.control(rec)
 		if err != nil {

@@ -9,7 +9,7 @@ import "fmt"
 // reader may ignore without a reader mistaking it for something it can.
 type RecordType uint16
 
-// The record types of version 1.0. All are critical.
+// The record types of version 1.1. All are critical.
 const (
 	// RecordMetadata describes the stream: VM, GPU, profiles and regions.
 	// It is the first record, and only the first.
@@ -23,6 +23,12 @@ const (
 	// RecordEndStream closes the stream with its totals and digest. It is
 	// the last record.
 	RecordEndStream RecordType = 0x0005
+	// RecordCodedBatch carries pages of one region as RecordPageBatch
+	// does, after a byte naming the codec of the batch's compressed
+	// pages. A stream whose header names CodecS2 or CodecMixed carries
+	// its page batches as these, and only these; one that names CodecNone
+	// or CodecZstd carries RecordPageBatch only. Since version 1.1.
+	RecordCodedBatch RecordType = 0x0006
 )
 
 // optionalBit marks an optional record type.
@@ -49,6 +55,8 @@ func (t RecordType) String() string {
 		return "end-round"
 	case RecordEndStream:
 		return "end-stream"
+	case RecordCodedBatch:
+		return "coded-page-batch"
 	}
 	if t.Optional() {
 		return fmt.Sprintf("optional(%#04x)", uint16(t))
@@ -77,3 +85,7 @@ const recordHeaderSize = 14
 
 // checkSize is the size of a record's check value, and of the header's.
 const checkSize = 8
+
+// isBatch reports whether t carries a page batch: RecordPageBatch or
+// RecordCodedBatch.
+func (t RecordType) isBatch() bool { return t == RecordPageBatch || t == RecordCodedBatch }

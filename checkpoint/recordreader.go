@@ -89,12 +89,17 @@ func (rr *RecordReader) readHeader() error {
 		return newError(ErrVersion, offFlags, -1, "unknown critical flags %#04x", unknown)
 	}
 	codec := Codec(flags & flagCodecMask)
-	if codec != CodecNone && codec != CodecZstd {
+	minor := binary.LittleEndian.Uint16(h[offMinor:])
+	switch {
+	case codec > CodecMixed:
 		return newError(ErrVersion, offFlags, -1, "unknown codec %d", codec)
+	case minor < minorFor(codec):
+		// What a reader of the version the stream declares would say.
+		return newError(ErrVersion, offFlags, -1, "codec %v in a version %d.%d stream", codec, VersionMajor, minor)
 	}
 	rr.hdr = Header{
 		Major:     VersionMajor,
-		Minor:     binary.LittleEndian.Uint16(h[offMinor:]),
+		Minor:     minor,
 		Codec:     codec,
 		Encrypted: flags&flagEncrypted != 0,
 	}

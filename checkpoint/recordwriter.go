@@ -29,6 +29,9 @@ type RecordWriter struct {
 	out     []byte // small pieces gathered into one Write
 	sealBuf []byte
 	digest  xxhash.Digest
+
+	codecByte [1]byte  // the codec byte of a coded page batch
+	parts     [][]byte // a coded page batch's payload pieces
 }
 
 // outFlushBytes is the payload piece size above which a piece is written
@@ -53,15 +56,15 @@ func (rw *RecordWriter) Reset(w io.Writer, opts WriterOptions) error {
 	if err != nil {
 		return err
 	}
-	return rw.reset(w, opts, Header{Major: VersionMajor, Minor: VersionMinor})
+	return rw.reset(w, opts)
 }
 
-// reset writes a header with h's version (tests write other versions).
-func (rw *RecordWriter) reset(w io.Writer, opts WriterOptions, h Header) error {
-	h.Codec = opts.Level.codec()
-	h.Encrypted = opts.encrypted()
-	h.StreamID = opts.StreamID
-	*rw = RecordWriter{w: w, hdr: h, out: rw.out[:0], sealBuf: rw.sealBuf[:0]}
+// reset writes the header of a stream with options opts, which have their
+// defaults: version 1.0 unless the codec needs 1.1 (minorFor).
+func (rw *RecordWriter) reset(w io.Writer, opts WriterOptions) error {
+	h := Header{Major: VersionMajor, Codec: opts.codec(), Encrypted: opts.encrypted(), StreamID: opts.StreamID}
+	h.Minor = minorFor(h.Codec)
+	*rw = RecordWriter{w: w, hdr: h, out: rw.out[:0], sealBuf: rw.sealBuf[:0], parts: rw.parts[:0]}
 	rw.header = appendHeader(nil, h)
 	rw.prev = binary.LittleEndian.Uint64(rw.header[len(rw.header)-checkSize:])
 	if h.Encrypted {
@@ -129,6 +132,30 @@ func (rw *RecordWriter) WriteRecord(t RecordType, parts ...[]byte) error {
 		return rw.emit(hdr[:], sealed)
 	}
 	return rw.emit(hdr[:], parts...)
+}
+
+// WriteBatch writes batch b as the record its stream carries: a page
+// batch record in a stream of codec none or zstd, a coded page batch
+// record naming b's codec (b.Level.Codec()) in a stream of codec s2 or
+// mixed. A batch whose codec the stream's header does not allow
+// (Codec.Allows) is refused with ErrInvalid, and nothing is written. The
+// payload is not retained.
+func (rw *RecordWriter) WriteBatch(b EncodedBatch) error {
+	if rw.err != nil {
+		return rw.err
+	}
+	c := b.Level.Codec()
+	if !rw.hdr.Codec.Allows(c) {
+		return rw.invalid("batch at level %v (codec %v) in a stream of codec %v", b.Level, c, rw.hdr.Codec)
+	}
+	if !rw.hdr.Codec.coded() {
+		return rw.WriteRecord(RecordPageBatch, b.Payload...)
+	}
+	rw.codecByte[0] = byte(c)
+	rw.parts = append(append(rw.parts[:0], rw.codecByte[:]), b.Payload...)
+	err := rw.WriteRecord(RecordCodedBatch, rw.parts...)
+	clear(rw.parts) // the pieces are the caller's buffers
+	return err
 }
 
 // emit hashes and writes the record header and payload pieces, then the

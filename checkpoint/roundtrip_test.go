@@ -27,6 +27,8 @@ func TestSaveRestoreEveryMix(t *testing.T) {
 	configs := []config{
 		{"dense/fastest", memory.Dense, WriterOptions{}, ReaderOptions{}},
 		{"sparse/none", memory.Sparse, WriterOptions{Level: LevelNone}, ReaderOptions{}},
+		{"dense/s2", memory.Dense, WriterOptions{Level: LevelS2}, ReaderOptions{}},
+		{"synthetic/mixed", memory.Synthetic, WriterOptions{Mixed: true, Level: LevelS2, BatchBytes: 20 << 10}, ReaderOptions{}},
 		{"synthetic/default/small-batches", memory.Synthetic, WriterOptions{Level: LevelDefault, BatchBytes: 20 << 10}, ReaderOptions{}},
 		{"dense/encrypted", memory.Dense,
 			WriterOptions{Encryption: EncryptionRequired, Key: testKey},

@@ -38,6 +38,15 @@ func goldenPage(p []byte, r uint32, i int, gen uint32) {
 	}
 }
 
+// goldenMixedLevels are the levels the batches of a mixed golden stream
+// take in turn, one per codec; levelOfCodec maps a batch's codec back to
+// its level.
+var goldenMixedLevels = []Level{LevelS2, LevelFastest, LevelNone}
+
+func levelOfCodec(c Codec) Level {
+	return map[Codec]Level{CodecNone: LevelNone, CodecZstd: LevelFastest, CodecS2: LevelS2}[c]
+}
+
 // goldenStream writes the stream the golden files hold.
 func goldenStream(tb testing.TB, opts WriterOptions) []byte {
 	tb.Helper()
@@ -54,7 +63,15 @@ func goldenStream(tb testing.TB, opts WriterOptions) []byte {
 	}
 	defer w.Release()
 	page := make([]byte, ps)
+	n := 0 // pages written
 	write := func(r uint32, i int, gen uint32) {
+		if opts.Mixed {
+			// A level for the batch this page may begin.
+			if err := w.SetLevel(goldenMixedLevels[n/6%len(goldenMixedLevels)]); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		n++
 		goldenPage(page, r, i, gen)
 		if err := w.WritePage(r, i, gen, page); err != nil {
 			tb.Fatal(err)
@@ -136,9 +153,9 @@ func contentSum(tb testing.TB, data []byte, opts ReaderOptions) uint64 {
 	}
 }
 
-// The golden streams: written by version 1.0 of the format and kept, so
-// that every later version of the package is tested against them. A new
-// version adds files; it never rewrites these.
+// The golden streams: written by versions 1.0 and 1.1 of the format and
+// kept, so that every later version of the package is tested against
+// them. A new version adds files; it never rewrites these.
 var goldenFiles = []struct {
 	file  string
 	wopts WriterOptions
@@ -152,6 +169,10 @@ var goldenFiles = []struct {
 	{"stream-v1.0-zstd-encrypted.ckpt",
 		WriterOptions{Level: LevelDefault, Encryption: EncryptionRequired, Key: testKey},
 		ReaderOptions{Encryption: EncryptionRequired, Key: testKey}, false},
+	// Version 1.1: an S2 stream, and a mixed one whose batches take the
+	// three codecs in turn (goldenMixedLevels).
+	{"stream-v1.1-s2.ckpt", WriterOptions{Level: LevelS2}, ReaderOptions{}, false},
+	{"stream-v1.1-mixed.ckpt", WriterOptions{Mixed: true}, ReaderOptions{}, false},
 }
 
 // goldenContentSum is the content of the golden streams, as contentSum
@@ -262,4 +283,53 @@ func TestVersionRules(t *testing.T) {
 		binary.LittleEndian.PutUint16(s.header[offMajor:], VersionMajor+1)
 		wantErr(t, readAll(s.join(true, false), ReaderOptions{}), ErrVersion)
 	})
+}
+
+// TestGoldenCodecs checks that the version 1.1 golden streams hold what
+// they are kept for: version 1.1 headers, and compressed pages of every
+// codec their batches name.
+func TestGoldenCodecs(t *testing.T) {
+	for file, want := range map[string][]Codec{
+		"stream-v1.1-s2.ckpt":    {CodecS2},
+		"stream-v1.1-mixed.ckpt": {CodecNone, CodecZstd, CodecS2},
+	} {
+		data, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := NewReader(bytes.NewReader(data), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := rd.Header(); h.Minor != 1 || !h.Codec.coded() {
+			t.Errorf("%s: header %+v", file, h)
+		}
+		compressed := map[Codec]int{}
+		batches := map[Codec]int{}
+		for {
+			typ, err := rd.Next()
+			if err != nil {
+				if rd.Done() {
+					break
+				}
+				t.Fatal(err)
+			}
+			if typ != RecordPageBatch {
+				continue
+			}
+			b := rd.Batch()
+			batches[b.Codec]++
+			for i := range b.Len() {
+				if b.Page(i).Kind == PageCompressed {
+					compressed[b.Codec]++
+				}
+			}
+		}
+		rd.Close()
+		for _, c := range want {
+			if batches[c] == 0 || c != CodecNone && compressed[c] == 0 {
+				t.Errorf("%s: %d batches of codec %v, %d compressed pages", file, batches[c], c, compressed[c])
+			}
+		}
+	}
 }

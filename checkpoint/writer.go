@@ -17,6 +17,7 @@ import (
 type Writer struct {
 	rw    *RecordWriter
 	enc   *BatchEncoder
+	level Level // of the batches begun from now on
 	meta  Metadata
 	opts  WriterOptions
 	tally tally
@@ -42,8 +43,8 @@ func NewWriter(w io.Writer, meta Metadata, opts WriterOptions) (*Writer, error) 
 	return wr, nil
 }
 
-// Reset starts a new stream on w, keeping the Writer's buffers and, when
-// the level is unchanged, its zstd encoder.
+// Reset starts a new stream on w, keeping the Writer's buffers and its
+// zstd encoders.
 func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -54,22 +55,20 @@ func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
 	}
 	meta.Profiles = append([]string(nil), meta.Profiles...)
 	meta.Regions = append([]RegionInfo(nil), meta.Regions...)
-	if w.enc == nil || w.enc.Level() != opts.Level {
-		if w.enc != nil {
-			w.enc.Close()
-		}
+	if w.enc == nil {
 		if w.enc, err = NewBatchEncoder(opts.Level); err != nil {
 			return err
 		}
+	} else if err := w.enc.SetLevel(opts.Level); err != nil { // forgets a pending batch
+		return err
 	}
-	w.enc.open = false
 	if w.rw == nil {
 		w.rw = &RecordWriter{}
 	}
-	if err := w.rw.reset(dst, opts, Header{Major: VersionMajor, Minor: VersionMinor}); err != nil {
+	if err := w.rw.reset(dst, opts); err != nil {
 		return err
 	}
-	w.meta, w.opts, w.state = meta, opts, writerOpen
+	w.meta, w.opts, w.level, w.state = meta, opts, opts.Level, writerOpen
 	w.tally.reset(len(meta.Profiles))
 	w.buf = appendMetadata(w.buf[:0], &w.meta)
 	return w.rw.WriteRecord(RecordMetadata, w.buf)
@@ -120,11 +119,30 @@ func (w *Writer) begin(id uint32, index int) (RegionInfo, error) {
 		}
 	}
 	if !e.open {
+		if err := e.SetLevel(w.level); err != nil {
+			return ri, err
+		}
 		if err := e.Begin(id, ri.PageSize); err != nil {
 			return ri, err
 		}
 	}
 	return ri, nil
+}
+
+// SetLevel sets the level of the batches begun after it; the pending
+// batch, if any, keeps its own. The stream's header must allow the
+// level's codec (Codec.Allows): a mixed stream allows every level, every
+// stream allows LevelNone, and a stream of codec zstd or s2 allows its own
+// codec's levels.
+func (w *Writer) SetLevel(l Level) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if h := w.rw.Header(); !h.Codec.Allows(l.Codec()) {
+		return w.invalid("level %v (codec %v) in a stream of codec %v", l, l.Codec(), h.Codec)
+	}
+	w.level = l
+	return nil
 }
 
 // WritePage adds page index of region id, at generation gen, to the
@@ -190,8 +208,9 @@ func (w *Writer) Flush() error {
 
 // WriteBatch writes a batch encoded elsewhere (by a worker's
 // BatchEncoder), after flushing the pending one. The batch's region must
-// be declared; its pages were checked against the declaration by whoever
-// encoded it, and are checked again by the reader.
+// be declared, and its codec allowed by the stream's header
+// (RecordWriter.WriteBatch); its pages were checked against the
+// declaration by whoever encoded it, and are checked again by the reader.
 func (w *Writer) WriteBatch(b EncodedBatch) error {
 	if err := w.Flush(); err != nil {
 		return err
@@ -203,7 +222,7 @@ func (w *Writer) WriteBatch(b EncodedBatch) error {
 }
 
 func (w *Writer) writeBatch(b EncodedBatch) error {
-	if err := w.rw.WriteRecord(RecordPageBatch, b.Payload...); err != nil {
+	if err := w.rw.WriteBatch(b); err != nil {
 		return err
 	}
 	w.tally.add(b.Sum, b.Pages, b.ZeroPages)
@@ -270,5 +289,5 @@ func (w *Writer) CloseWithDigests(digests []RegionDigest) error {
 	return nil
 }
 
-// Release frees the zstd encoder. The Writer must not be used after.
+// Release frees the zstd encoders. The Writer must not be used after.
 func (w *Writer) Release() error { return w.enc.Close() }

@@ -152,6 +152,12 @@ func copyStream(tb testing.TB, rd *Reader, w *Writer) {
 		switch typ {
 		case RecordPageBatch:
 			b := rd.Batch()
+			if rd.Header().Codec == CodecMixed {
+				// The batch's own level, as far as its codec tells.
+				if err := w.SetLevel(levelOfCodec(b.Codec)); err != nil {
+					tb.Fatal(err)
+				}
+			}
 			ps := rd.Metadata().Regions[b.region].PageSize
 			for i := range b.Len() {
 				p := b.Page(i)

@@ -32,8 +32,15 @@ type EngineConfig struct {
 	// least memory.MinPageSize; a batch of a region whose pages are larger
 	// holds one page, as checkpoint.Writer's batches do.
 	BatchBytes int
-	// Level is the compression level of every encoder.
+	// Level is the compression level of every batch, unless Chooser is
+	// set; then it is only the level the encoders start at.
 	Level checkpoint.Level
+	// Chooser, if set, picks the level of each batch and is told what
+	// each cost. The stream the batches go to must allow every level it
+	// picks (checkpoint.Codec.Allows): a mixed stream
+	// (checkpoint.WriterOptions.Mixed) allows them all. Without a
+	// Chooser the engine never reads the clock.
+	Chooser Chooser
 }
 
 // withDefaults fills in the zero fields and checks the result.
@@ -57,7 +64,7 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 	case c.BatchBytes < memory.MinPageSize || c.BatchBytes > checkpoint.MaxBatchBytes:
 		return c, fmt.Errorf("%w: engine: batch of %d bytes outside [%d, %d]",
 			ErrConfig, c.BatchBytes, memory.MinPageSize, checkpoint.MaxBatchBytes)
-	case c.Level > checkpoint.LevelNone:
+	case c.Level > checkpoint.LevelS2:
 		return c, fmt.Errorf("%w: engine: unknown level %v", ErrConfig, c.Level)
 	}
 	return c, nil
@@ -173,8 +180,8 @@ func (e *Engine) Close() error {
 // BatchBytes and at least one, as checkpoint.Writer cuts them; Copy hands
 // the batches to dst in page order, on the caller's goroutine. The
 // Traffic it returns counts the pages and their raw bytes; its WireBytes
-// are the payload bytes handed to dst, without the records' framing,
-// which only dst knows.
+// are the payload bytes handed to dst, without the records' framing (nor
+// the codec byte of a coded page batch record), which only dst knows.
 //
 // A failure to read r wraps ErrSource, one of dst wraps ErrStream and a
 // ctx done wraps ErrCanceled; the first in batch order is returned, after
@@ -234,7 +241,11 @@ func (e *Engine) copySerial(ctx context.Context, dst BatchWriter, j batchJob) (T
 		if err := ctx.Err(); err != nil {
 			return tr, wrap(ErrCanceled, err)
 		}
-		b, next, err := j.encode(enc)
+		timed, err := e.choose(enc, &j)
+		if err != nil {
+			return tr, err
+		}
+		b, next, spent, err := j.timedEncode(enc, timed)
 		if err != nil {
 			return tr, wrap(ErrSource, err)
 		}
@@ -242,6 +253,7 @@ func (e *Engine) copySerial(ctx context.Context, dst BatchWriter, j batchJob) (T
 		if err := dst.WriteBatch(b); err != nil {
 			return tr, wrap(ErrStream, err)
 		}
+		e.observe(b, spent)
 		j.first = next
 	}
 	return tr, nil
@@ -252,7 +264,14 @@ func (t *Traffic) addBatch(b checkpoint.EncodedBatch) {
 	t.Pages += int64(b.Pages)
 	t.ZeroPages += int64(b.ZeroPages)
 	t.RawBytes += int64(b.RawBytes)
+	t.WireBytes += payloadBytes(b)
+}
+
+// payloadBytes is the size of b's payload.
+func payloadBytes(b checkpoint.EncodedBatch) int64 {
+	n := 0
 	for _, p := range b.Payload {
-		t.WireBytes += int64(len(p))
+		n += len(p)
 	}
+	return int64(n)
 }

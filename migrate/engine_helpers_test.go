@@ -41,9 +41,15 @@ func engineRegion(t tb, kind memory.Kind, pages, pageSize int, seed uint64, m me
 func streamOf(t tb, r *memory.Region, level checkpoint.Level, batchBytes int, all bool,
 	copyPages func(w *checkpoint.Writer) error) []byte {
 	t.Helper()
+	return streamWith(t, r, checkpoint.WriterOptions{Level: level, BatchBytes: batchBytes}, all, copyPages)
+}
+
+// streamWith is streamOf with the Writer's options given.
+func streamWith(t tb, r *memory.Region, opts checkpoint.WriterOptions, all bool,
+	copyPages func(w *checkpoint.Writer) error) []byte {
+	t.Helper()
 	var buf bytes.Buffer
-	w, err := checkpoint.NewWriter(&buf, checkpoint.Metadata{Regions: []checkpoint.RegionInfo{checkpoint.RegionInfoOf(0, r)}},
-		checkpoint.WriterOptions{Level: level, BatchBytes: batchBytes})
+	w, err := checkpoint.NewWriter(&buf, checkpoint.Metadata{Regions: []checkpoint.RegionInfo{checkpoint.RegionInfoOf(0, r)}}, opts)
 	must(t, err)
 	defer w.Release()
 	must(t, copyPages(w))
@@ -64,6 +70,13 @@ func streamOf(t tb, r *memory.Region, level checkpoint.Level, batchBytes int, al
 // past batchBytes (and never leaving one empty), and hands each to write.
 func encodePages(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set *memory.PageSet,
 	batchBytes int, write func(checkpoint.EncodedBatch) error) (Traffic, error) {
+	return encodePagesChosen(enc, r, id, set, batchBytes, nil, write)
+}
+
+// encodePagesChosen is encodePages with each batch's level, if choose is
+// set, what choose says for it.
+func encodePagesChosen(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set *memory.PageSet,
+	batchBytes int, choose func(BatchInfo) checkpoint.Level, write func(checkpoint.EncodedBatch) error) (Traffic, error) {
 	var tr Traffic
 	ps := r.PageSize()
 	flush := func() error {
@@ -89,6 +102,15 @@ func encodePages(enc *checkpoint.BatchEncoder, r *memory.Region, id uint32, set 
 		if enc.Len() > 0 && enc.RawBytes()+ps > batchBytes {
 			if err := flush(); err != nil {
 				return tr, err
+			}
+		}
+		if enc.Len() == 0 && choose != nil {
+			info := BatchInfo{Region: id, PageSize: ps, First: p, MaxPages: checkpoint.PagesPerBatch(batchBytes, ps)}
+			if err := enc.SetLevel(choose(info)); err != nil {
+				return tr, wrap(ErrConfig, err)
+			}
+			if err := enc.Begin(id, ps); err != nil {
+				return tr, wrap(ErrSource, err)
 			}
 		}
 		if err := enc.AddFrom(r, p); err != nil {
@@ -128,7 +150,8 @@ func engineStream(t tb, e *Engine, r *memory.Region, set *memory.PageSet) ([]byt
 	t.Helper()
 	cfg := e.Config()
 	var tr Traffic
-	stream := streamOf(t, r, cfg.Level, cfg.BatchBytes, set == nil, func(w *checkpoint.Writer) error {
+	opts := checkpoint.WriterOptions{Level: cfg.Level, BatchBytes: cfg.BatchBytes, Mixed: cfg.Chooser != nil}
+	stream := streamWith(t, r, opts, set == nil, func(w *checkpoint.Writer) error {
 		cw := &batchCounter{w: w}
 		var err error
 		tr, err = e.Copy(context.Background(), cw, r, 0, set)

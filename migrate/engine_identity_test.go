@@ -45,6 +45,8 @@ func engineCases(t *testing.T) []engineCase {
 		{"sparse-used-default", sparse, nil, checkpoint.LevelDefault},
 		{"synthetic-64k", synth, nil, checkpoint.LevelFastest},
 		{"weights-none", weights, nil, checkpoint.LevelNone},
+		{"dense-dirty-s2", dense, dirty, checkpoint.LevelS2},
+		{"sparse-used-s2", sparse, nil, checkpoint.LevelS2},
 	}
 }
 
@@ -75,7 +77,7 @@ func TestEngineOutputIdentical(t *testing.T) {
 				t.Run(fmt.Sprintf("procs=%d/workers=%d/inflight=%d", procs, w, inFlight), func(t *testing.T) {
 					defer setProcs(procs)()
 					for _, bb := range batchSizes {
-						for _, level := range []checkpoint.Level{checkpoint.LevelFastest, checkpoint.LevelDefault, checkpoint.LevelNone} {
+						for _, level := range []checkpoint.Level{checkpoint.LevelFastest, checkpoint.LevelDefault, checkpoint.LevelNone, checkpoint.LevelS2} {
 							e, err := NewEngine(EngineConfig{Workers: w, InFlight: inFlight, BatchBytes: bb, Level: level})
 							must(t, err)
 							for _, c := range cases {
@@ -134,12 +136,22 @@ func TestEngineMatchesReferenceProperty(t *testing.T) {
 			r.CollectDirty(set)
 		}
 		batchBytes := rapid.IntRange(memory.MinPageSize, 256<<10).Draw(rt, "batchBytes")
-		level := rapid.SampledFrom([]checkpoint.Level{checkpoint.LevelFastest, checkpoint.LevelDefault, checkpoint.LevelNone}).Draw(rt, "level")
+		levels := []checkpoint.Level{checkpoint.LevelFastest, checkpoint.LevelDefault, checkpoint.LevelNone, checkpoint.LevelS2}
+		level := rapid.SampledFrom(levels).Draw(rt, "level")
 		workers := rapid.IntRange(1, 6).Draw(rt, "workers")
 		inFlight := rapid.SampledFrom([]int{0, workers, workers + rapid.IntRange(1, 4).Draw(rt, "extra")}).Draw(rt, "inFlight")
 
-		want, wantTr := referenceStream(rt, r, set, level, batchBytes)
-		e, err := NewEngine(EngineConfig{Workers: workers, InFlight: inFlight, BatchBytes: batchBytes, Level: level})
+		cfg := EngineConfig{Workers: workers, InFlight: inFlight, BatchBytes: batchBytes, Level: level}
+		var want []byte
+		var wantTr Traffic
+		if rapid.Bool().Draw(rt, "chooser") {
+			ch := &stripeChooser{levels: rapid.SliceOfN(rapid.SampledFrom(levels), 1, 5).Draw(rt, "stripes")}
+			cfg.Chooser = ch
+			want, wantTr = chosenReference(rt, r, set, batchBytes, ch.pick)
+		} else {
+			want, wantTr = referenceStream(rt, r, set, level, batchBytes)
+		}
+		e, err := NewEngine(cfg)
 		must(rt, err)
 		defer e.Close()
 		got, tr := engineStream(rt, e, r, set)
@@ -155,4 +167,59 @@ func TestEngineMatchesReferenceProperty(t *testing.T) {
 		}
 		checkApplied(rt, r, applyStream(rt, r, got), set)
 	})
+}
+
+// TestEngineChooserIdentical checks the engine's promise with a Chooser:
+// the levels chosen alone decide the stream, which is the serial
+// reference's for any number of workers, batches in flight or GOMAXPROCS;
+// the Chooser is asked in batch order, told in batch order of every batch
+// written — its level, raw and wire bytes, and an encode time — and never
+// told of a batch before it chose it.
+func TestEngineChooserIdentical(t *testing.T) {
+	all := engineCases(t)
+	var cases []engineCase
+	for _, c := range all {
+		if c.name == "dense-dirty" || c.name == "sparse-every" || c.name == "synthetic-64k" {
+			cases = append(cases, c)
+		}
+	}
+	const batchBytes = 24 << 10
+	ref := &stripeChooser{levels: chooserLevels}
+	type want struct {
+		stream []byte
+		tr     Traffic
+	}
+	wants := map[string]want{}
+	for _, c := range cases {
+		s, tr := chosenReference(t, c.r, c.set, batchBytes, ref.pick)
+		wants[c.name] = want{s, tr}
+	}
+	workers := []int{1, 2, 4}
+	if raceEnabled {
+		workers = []int{1, 3}
+	}
+	for _, procs := range []int{1, 2} {
+		for _, w := range workers {
+			for _, inFlight := range []int{0, w + 1} {
+				t.Run(fmt.Sprintf("procs=%d/workers=%d/inflight=%d", procs, w, inFlight), func(t *testing.T) {
+					defer setProcs(procs)()
+					for _, c := range cases {
+						ch := &stripeChooser{levels: chooserLevels}
+						e, err := NewEngine(EngineConfig{Workers: w, InFlight: inFlight, BatchBytes: batchBytes, Chooser: ch})
+						must(t, err)
+						got, tr := engineStream(t, e, c.r, c.set)
+						must(t, e.Close())
+						if !bytes.Equal(got, wants[c.name].stream) {
+							t.Errorf("%s: stream of %d bytes differs from the reference's %d", c.name, len(got), len(wants[c.name].stream))
+						}
+						checkObserved(t, c.name, ch, tr)
+						tr.WireBytes = 0 // the reference does not count them
+						if tr != wants[c.name].tr {
+							t.Errorf("%s: traffic %+v, want %+v", c.name, tr, wants[c.name].tr)
+						}
+					}
+				})
+			}
+		}
+	}
 }

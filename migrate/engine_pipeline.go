@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"runtime"
+	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 )
@@ -16,15 +17,17 @@ type engineSlot struct {
 	enc   *checkpoint.BatchEncoder
 	seq   int // the batch's place in the copy
 	job   batchJob
+	timed bool // the encode is timed, for the Chooser
 	batch checkpoint.EncodedBatch
-	err   error // a read failure, unwrapped
+	spent time.Duration // encoding the batch took, if timed
+	err   error         // a read failure, unwrapped
 }
 
 // work is a worker: it encodes the slots it is sent until jobs is closed.
 func (e *Engine) work() {
 	for i := range e.jobs {
 		s := e.slots[i]
-		s.batch, _, s.err = s.job.encode(s.enc)
+		s.batch, _, s.spent, s.err = s.job.timedEncode(s.enc, s.timed)
 		if e.afterEncode != nil {
 			e.afterEncode()
 		}
@@ -52,6 +55,11 @@ func (e *Engine) copyParallel(ctx context.Context, dst BatchWriter, j batchJob) 
 	for {
 		c.dispatch()
 		if e.encoding == 0 {
+			if c.err == nil {
+				// Every batch before the one the Chooser failed on
+				// was written.
+				c.err = c.chooseErr
+			}
 			return c.tr, c.err
 		}
 		select {
@@ -72,15 +80,18 @@ func (e *Engine) copyParallel(ctx context.Context, dst BatchWriter, j batchJob) 
 // parallelCopy is the state of one copyParallel, on the caller's
 // goroutine.
 type parallelCopy struct {
-	e       *Engine
-	ctx     context.Context
-	dst     BatchWriter
-	job     batchJob // the next batch to dispatch; job.first < 0 when none is left
-	tr      Traffic
-	err     error // the first error in batch order, or the cancellation
-	halt    bool  // no more batches are dispatched
-	seq     int   // batches dispatched
-	written int   // batches written or, after an error, dropped
+	e    *Engine
+	ctx  context.Context
+	dst  BatchWriter
+	job  batchJob // the next batch to dispatch; job.first < 0 when none is left
+	tr   Traffic
+	err  error // the first error in batch order, or the cancellation
+	halt bool  // no more batches are dispatched
+	// chooseErr is the Chooser's failure on the batch after the last one
+	// dispatched, returned once the batches before it are written.
+	chooseErr error
+	seq       int // batches dispatched
+	written   int // batches written or, after an error, dropped
 }
 
 // fail stops dispatch and records err unless an error came first.
@@ -109,8 +120,13 @@ func (c *parallelCopy) dispatch() {
 			}
 			s.enc = enc
 		}
+		timed, err := e.choose(s.enc, &c.job)
+		if err != nil {
+			c.halt, c.chooseErr = true, err
+			return
+		}
 		e.free = e.free[:len(e.free)-1]
-		s.seq, s.job = c.seq, c.job
+		s.seq, s.job, s.timed = c.seq, c.job, timed
 		e.encoding++
 		e.jobs <- i
 		c.seq++
@@ -141,6 +157,8 @@ func (c *parallelCopy) writeReady() {
 				c.tr.addBatch(s.batch)
 				if err := c.dst.WriteBatch(s.batch); err != nil {
 					c.fail(wrap(ErrStream, err))
+				} else {
+					e.observe(s.batch, s.spent)
 				}
 			}
 		}

@@ -22,6 +22,7 @@ func TestEngineConfig(t *testing.T) {
 		{EngineConfig{Workers: 3, InFlight: 3, BatchBytes: memory.MinPageSize, Level: checkpoint.LevelNone},
 			EngineConfig{Workers: 3, InFlight: 3, BatchBytes: memory.MinPageSize, Level: checkpoint.LevelNone}},
 		{EngineConfig{InFlight: 1, BatchBytes: checkpoint.MaxBatchBytes}, EngineConfig{Workers: 1, InFlight: 1, BatchBytes: checkpoint.MaxBatchBytes}},
+		{EngineConfig{Level: checkpoint.LevelS2}, EngineConfig{Workers: 1, InFlight: 2, BatchBytes: checkpoint.DefaultBatchBytes, Level: checkpoint.LevelS2}},
 	}
 	for _, c := range valid {
 		e, err := NewEngine(c.in)
@@ -39,7 +40,7 @@ func TestEngineConfig(t *testing.T) {
 		{Workers: 4, InFlight: 3},
 		{BatchBytes: memory.MinPageSize - 1},
 		{BatchBytes: checkpoint.MaxBatchBytes + 1},
-		{Level: checkpoint.LevelNone + 1},
+		{Level: checkpoint.LevelS2 + 1},
 	}
 	for _, c := range invalid {
 		if e, err := NewEngine(c); !errors.Is(err, ErrConfig) {

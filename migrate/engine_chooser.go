@@ -1,0 +1,78 @@
+package migrate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+)
+
+// Chooser picks the compression level of each batch of an Engine's
+// copies, and is told what each batch cost, so that it can adapt. The
+// engine calls it only from the goroutine that called Copy, never twice
+// at once.
+//
+// Whatever the Chooser decides, the engine cuts the same batches; a
+// batch's bytes depend only on its pages and its level. So the sequence
+// of levels chosen decides the stream's bytes, for any number of workers:
+// a Chooser whose choices depend only on what Level is told makes the
+// stream as deterministic as a fixed level does.
+type Chooser interface {
+	// Level returns the level of the next batch, which b describes. It
+	// is called in batch order, before the batch is handed to a worker;
+	// with several workers, up to InFlight batches ahead of the last
+	// one observed.
+	Level(b BatchInfo) checkpoint.Level
+	// Observe reports a batch handed to the BatchWriter without error,
+	// in batch order: its level; its raw bytes, zero pages included; its
+	// payload bytes, as Traffic.WireBytes counts them; and the wall-clock
+	// time its worker spent encoding it, pages read included.
+	Observe(level checkpoint.Level, rawBytes, wireBytes int, encode time.Duration)
+}
+
+// BatchInfo describes a batch about to be encoded, for a Chooser.
+type BatchInfo struct {
+	// Region is the region's id in the stream.
+	Region uint32
+	// PageSize is the region's page size.
+	PageSize int
+	// First is the index of the batch's first page.
+	First int
+	// MaxPages is the most pages the batch holds: it holds fewer only
+	// when the set ends sooner.
+	MaxPages int
+}
+
+// choose sets enc's level for the batch j is about to encode, as the
+// Chooser picks it, if there is one. It reports whether the encode is to
+// be timed for the Chooser. An unknown level is the Chooser's mistake,
+// an error wrapping ErrConfig.
+func (e *Engine) choose(enc *checkpoint.BatchEncoder, j *batchJob) (timed bool, err error) {
+	ch := e.cfg.Chooser
+	if ch == nil {
+		return false, nil
+	}
+	level := ch.Level(BatchInfo{Region: j.id, PageSize: j.r.PageSize(), First: j.first, MaxPages: j.pages})
+	if err := enc.SetLevel(level); err != nil {
+		return false, wrap(ErrConfig, fmt.Errorf("engine: chooser: %w", err))
+	}
+	return true, nil
+}
+
+// timedEncode is j.encode, timed on the wall clock if timed is set.
+func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool) (checkpoint.EncodedBatch, int, time.Duration, error) {
+	if !timed {
+		b, next, err := j.encode(enc)
+		return b, next, 0, err
+	}
+	start := time.Now()
+	b, next, err := j.encode(enc)
+	return b, next, time.Since(start), err
+}
+
+// observe tells the Chooser, if there is one, of batch b, written.
+func (e *Engine) observe(b checkpoint.EncodedBatch, spent time.Duration) {
+	if ch := e.cfg.Chooser; ch != nil {
+		ch.Observe(b.Level, b.RawBytes, int(payloadBytes(b)), spent)
+	}
+}
