@@ -212,6 +212,10 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	for _, s := range p.streams {
 		streams.Go(func() error {
 			if err := s.run(ctx); err != nil {
+				// A batch before the failure that failed too came
+				// first in the stream: its worker reports it before
+				// this does.
+				s.inFlight.Wait()
 				p.fail(err, cancel)
 			}
 			return nil

@@ -61,7 +61,12 @@ func (s *parallelStream) run(ctx context.Context) error {
 			}
 			return err
 		}
-		if rec.Type.isBatch() {
+		isBatch, err := batchRecord(rec, rr.Header())
+		if err != nil {
+			p.sem.Release(1)
+			return err
+		}
+		if isBatch {
 			if err := s.dispatch(ctx, rec); err != nil {
 				return err
 			}

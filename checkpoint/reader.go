@@ -131,7 +131,11 @@ func (rd *Reader) Next() (RecordType, error) {
 			return 0, rd.fail(err)
 		}
 		rd.cur = rec.Type
-		if rec.Type.isBatch() {
+		isBatch, err := batchRecord(rec, rd.rr.Header())
+		if err != nil {
+			return 0, rd.fail(err)
+		}
+		if isBatch {
 			b, err := rd.bd.Decode(rec)
 			if err != nil {
 				return 0, rd.fail(err)

@@ -86,6 +86,20 @@ const recordHeaderSize = 14
 // checkSize is the size of a record's check value, and of the header's.
 const checkSize = 8
 
-// isBatch reports whether t carries a page batch: RecordPageBatch or
-// RecordCodedBatch.
-func (t RecordType) isBatch() bool { return t == RecordPageBatch || t == RecordCodedBatch }
+// batchRecord reports whether rec is a page batch of a stream with header
+// h, checking its type against the one the header calls for before
+// anything decodes it (BatchDecoder.Decode checks it again): a coded page
+// batch in a stream of codec none or zstd is unknown, as it is to a
+// reader of version 1.0; a plain one in a stream of codec s2 or mixed is
+// malformed. A ParallelApplier's stream checks it before it hands the
+// record to a worker, so that a record it should refuse is refused there,
+// in stream order.
+func batchRecord(rec Record, h Header) (bool, error) {
+	switch {
+	case rec.Type == RecordCodedBatch && !h.Codec.coded():
+		return false, newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "%v record in a stream of codec %v", rec.Type, h.Codec)
+	case rec.Type == RecordPageBatch && h.Codec.coded():
+		return false, newError(ErrMalformed, rec.Offset, int64(rec.Seq), "%v record in a stream of codec %v", rec.Type, h.Codec)
+	}
+	return rec.Type == RecordPageBatch || rec.Type == RecordCodedBatch, nil
+}

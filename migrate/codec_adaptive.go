@@ -139,6 +139,10 @@ func (a *AdaptiveChooser) Observe(level checkpoint.Level, rawBytes, wireBytes in
 	e.batches++
 }
 
+// Untimed reports whether the chooser takes no encode times: with
+// Modelled set, the engine reads no clock for it.
+func (a *AdaptiveChooser) Untimed() bool { return a.Modelled }
+
 // Batches returns how many batches of each level the chooser observed:
 // LevelNone, LevelS2 and LevelFastest, in that order.
 func (a *AdaptiveChooser) Batches() (none, s2, zstd int64) {
@@ -154,3 +158,18 @@ func autoIndex(level checkpoint.Level) int {
 	}
 	return -1
 }
+
+// modelledChooser is CodecAuto for a simulated migration's copy engine:
+// the published encode rates, the link's goodput, no clock.
+func modelledChooser(m *Migration) *AdaptiveChooser {
+	link := float64(m.cfg.Link.GoodputBytesPerSec())
+	return &AdaptiveChooser{Workers: m.cfg.EncodeWorkers, LinkBytesPerSec: func() float64 { return link }, Modelled: true}
+}
+
+// pinnedChooser gives every batch one level, which its owner sets: Model
+// fidelity's explicit pages, encoded at the level chosen for their region.
+type pinnedChooser struct{ level checkpoint.Level }
+
+func (p *pinnedChooser) Level(BatchInfo) checkpoint.Level                  { return p.level }
+func (p *pinnedChooser) Observe(checkpoint.Level, int, int, time.Duration) {}
+func (p *pinnedChooser) Untimed() bool                                     { return true }

@@ -131,9 +131,17 @@ type Config struct {
 	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
 	// mode and Legacy67U1Costs in Legacy mode.
 	Costs StunCosts
-	// Uncompressed sends pages without compression (zero pages are still
-	// elided).
-	Uncompressed bool
+	// Codec is how pages are compressed (zero pages are never sent);
+	// zero means zstd at its fastest. CodecAuto chooses, region by region
+	// in Model fidelity and batch by batch in Bytes fidelity, by
+	// ChooseLevel from the link's goodput, the codecs' published encode
+	// rates on EncodeWorkers workers and the wire sizes they give: the
+	// live mode's choice, modelled. The simulated mode charges no time for
+	// encoding; only the choice models it.
+	Codec Codec
+	// EncodeWorkers is how many cores CodecAuto takes the source to
+	// encode on; zero means 1.
+	EncodeWorkers int
 	// BatchBytes is the raw page bytes of one batch record.
 	BatchBytes int
 	// StreamID is the caller's half of the stream's id; the Sim adds its
@@ -152,13 +160,9 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// level is the checkpoint compression level the configuration asks for.
-func (c Config) level() checkpoint.Level {
-	if c.Uncompressed {
-		return checkpoint.LevelNone
-	}
-	return checkpoint.LevelFastest
-}
+// level is the checkpoint compression level the configuration asks for:
+// under CodecAuto, the level a stream starts at.
+func (c Config) level() checkpoint.Level { return c.Codec.Level() }
 
 func (c Config) withDefaults() (Config, error) {
 	var err error
@@ -186,7 +190,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.EncodeWorkers == 0 {
+		c.EncodeWorkers = 1
+	}
 	switch {
+	case c.Codec > CodecAuto || c.EncodeWorkers < 0:
+		return c, fmt.Errorf("%w: unknown codec %v or negative encode workers %d", ErrConfig, c.Codec, c.EncodeWorkers)
 	case c.Fidelity != Bytes && c.Fidelity != Model:
 		return c, fmt.Errorf("%w: unknown fidelity %v", ErrConfig, c.Fidelity)
 	case c.Timeout < 0:

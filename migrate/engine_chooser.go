@@ -30,6 +30,14 @@ type Chooser interface {
 	Observe(level checkpoint.Level, rawBytes, wireBytes int, encode time.Duration)
 }
 
+// Untimed is a Chooser that may need no encode times: when Untimed
+// reports true, Observe is told a time of zero and the engine reads no
+// clock, so that a simulated mode's Chooser keeps the simulation core
+// clear of the wall clock.
+type Untimed interface {
+	Untimed() bool
+}
+
 // BatchInfo describes a batch about to be encoded, for a Chooser.
 type BatchInfo struct {
 	// Region is the region's id in the stream.
@@ -55,6 +63,9 @@ func (e *Engine) choose(enc *checkpoint.BatchEncoder, j *batchJob) (timed bool, 
 	level := ch.Level(BatchInfo{Region: j.id, PageSize: j.r.PageSize(), First: j.first, MaxPages: j.pages})
 	if err := enc.SetLevel(level); err != nil {
 		return false, wrap(ErrConfig, fmt.Errorf("engine: chooser: %w", err))
+	}
+	if u, ok := ch.(Untimed); ok && u.Untimed() {
+		return false, nil
 	}
 	return true, nil
 }

@@ -146,8 +146,9 @@ type modelTransport struct {
 	costs    func(costKey) (*classCosts, error)
 	w        *checkpoint.Writer
 	cw       countingWriter
-	eng      *Engine // the explicit pages' encoder: one worker
-	modelled int64   // wire bytes of generated pages, not in the writer
+	eng      *Engine        // the explicit pages' encoder: one worker
+	pinned   *pinnedChooser // its level, chosen region by region under CodecAuto; nil otherwise
+	modelled int64          // wire bytes of generated pages, not in the writer
 	sent     int64
 	page     []byte
 	explicit *memory.PageSet
@@ -161,10 +162,54 @@ func newModelTransport(m *Migration, costs func(costKey) (*classCosts, error)) (
 	if t.w, err = checkpoint.NewWriter(&t.cw, streamMetadata(m), writerOptions(m)); err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
-	if t.eng, err = NewEngine(EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}); err != nil {
+	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
+	if m.cfg.Codec == CodecAuto {
+		t.pinned = &pinnedChooser{level: m.cfg.level()}
+		ec.Chooser = t.pinned
+	}
+	if t.eng, err = NewEngine(ec); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// costsFor returns the class costs of level for pages of ps bytes.
+func (t *modelTransport) costsFor(level checkpoint.Level, ps int) (*classCosts, error) {
+	return t.costs(costKey{pageSize: ps, batchBytes: t.m.cfg.BatchBytes, level: level, encrypted: t.m.cfg.EncryptionKey != nil})
+}
+
+// modelWire is the wire bytes of counts pages of each class, in batches,
+// at costs cc.
+func (t *modelTransport) modelWire(counts *[memory.ClassExplicit]int64, cc *classCosts, ps int) int64 {
+	wire, pages := int64(0), int64(0)
+	for cl, n := range counts {
+		pages += n
+		wire += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
+	}
+	return wire + checkpoint.Batches(pages, t.m.cfg.BatchBytes, ps)*cc.perBatch
+}
+
+// chooseLevel is CodecAuto's level for a region's pages of counts, by
+// ChooseLevel: the link's goodput, the published encode rates, and the
+// wire sizes each level's class costs give.
+func (t *modelTransport) chooseLevel(counts *[memory.ClassExplicit]int64, ps int) (checkpoint.Level, error) {
+	raw := int64(0)
+	for _, n := range counts {
+		raw += n * int64(ps)
+	}
+	var costs []CodecCost
+	for _, l := range autoLevels {
+		cc, err := t.costsFor(l, ps)
+		if err != nil {
+			return 0, err
+		}
+		c := CodecCost{Level: l, EncodeBytesPerSec: PublishedEncodeBytesPerSec(l)}
+		if raw > 0 {
+			c.WirePerRaw = float64(t.modelWire(counts, cc, ps)) / float64(raw)
+		}
+		costs = append(costs, c)
+	}
+	return ChooseLevel(float64(t.m.cfg.Link.GoodputBytesPerSec()), t.m.cfg.EncodeWorkers, costs), nil
 }
 
 func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
@@ -176,10 +221,6 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		}
 	}
 	ps := src.PageSize()
-	cc, err := t.costs(costKey{pageSize: ps, batchBytes: t.m.cfg.BatchBytes, level: t.m.cfg.level(), encrypted: t.m.cfg.EncryptionKey != nil})
-	if err != nil {
-		return Traffic{}, err
-	}
 	var counts [memory.ClassExplicit]int64
 	t.explicit.Reset(src.Pages())
 	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
@@ -196,14 +237,25 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 			return Traffic{}, wrap(ErrDestination, err)
 		}
 	}
+	level := t.m.cfg.level()
+	if t.pinned != nil {
+		var err error
+		if level, err = t.chooseLevel(&counts, ps); err != nil {
+			return Traffic{}, err
+		}
+		t.pinned.level = level
+	}
+	cc, err := t.costsFor(level, ps)
+	if err != nil {
+		return Traffic{}, err
+	}
 	var tr Traffic
 	generated := int64(0)
-	for cl, n := range counts {
+	for _, n := range counts {
 		generated += n
-		tr.WireBytes += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
 	}
 	tr.Pages, tr.ZeroPages, tr.RawBytes = generated, counts[memory.ClassZero], generated*int64(ps)
-	tr.WireBytes += checkpoint.Batches(generated, t.m.cfg.BatchBytes, ps) * cc.perBatch
+	tr.WireBytes = t.modelWire(&counts, cc, ps)
 	t.modelled += tr.WireBytes
 	if t.explicit.Len() > 0 {
 		// Explicit pages have no class to regenerate from: copy them and

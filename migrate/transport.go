@@ -46,7 +46,7 @@ type transport interface {
 func streamMetadata(m *Migration) checkpoint.Metadata { return m.src.Metadata() }
 
 func writerOptions(m *Migration) checkpoint.WriterOptions {
-	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes}
+	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes, Mixed: m.cfg.Codec == CodecAuto}
 	// The stream id names the migration: the caller's id, then the Sim's
 	// number for it, so that two migrations' streams differ.
 	o.StreamID = StreamID(m.cfg.StreamID, uint64(m.id)+1)
@@ -77,7 +77,11 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	}
 	// One worker: the simulated mode encodes on the caller's goroutine,
 	// deterministic and without goroutines.
-	if t.eng, err = NewEngine(EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}); err != nil {
+	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
+	if m.cfg.Codec == CodecAuto {
+		ec.Chooser = modelledChooser(m)
+	}
+	if t.eng, err = NewEngine(ec); err != nil {
 		return nil, err
 	}
 	ro := checkpoint.ReaderOptions{Limits: checkpoint.LimitsForBatch(m.cfg.BatchBytes)}

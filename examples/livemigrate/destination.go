@@ -132,6 +132,7 @@ func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.R
 	round := 0
 	in, rep, err := live.Receive(ctx, d.host, readWriters(conns), live.ReceiveConfig{
 		Timeout:       d.p.timeout,
+		Workers:       d.p.engine.Workers,
 		EncryptionKey: d.p.key,
 		Lock:          d.runner,
 		Progress: func(p migrate.Event) {

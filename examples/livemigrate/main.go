@@ -16,9 +16,9 @@
 //
 // Usage:
 //
-//	go run ./examples/livemigrate -listen ADDR [-serve] [-conns N] [-timeout D] [-json FILE]
+//	go run ./examples/livemigrate -listen ADDR [-serve] [-conns N] [-workers N] [-timeout D] [-json FILE]
 //	go run ./examples/livemigrate -send ADDR [-profile NAME] [-ram SIZE] [-workload KIND] [-dirty RATE]
-//	        [-warmup D] [-conns N] [-workers N] [-mode precopy|legacy] [-compress fastest|none]
+//	        [-warmup D] [-conns N] [-workers N] [-mode precopy|legacy] [-codec none|s2|zstd|auto]
 //	        [-stun-target D] [-timeout D] [-json FILE]
 //	go run ./examples/livemigrate -loopback [source flags]
 //
@@ -63,14 +63,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the report as JSON to `FILE` (with -loopback, both sides')")
 	profile := fs.String("profile", p.profile.Name, "the VM's vGPU type, `NAME` as P40-1Q or nvidia-51")
 	mode := fs.String("mode", "precopy", "`precopy` pre-copies the framebuffer with guest RAM; legacy sends it during the stun")
-	compress := fs.String("compress", "fastest", "page compression, `fastest` (zstd) or none")
+	codec := fs.String("codec", "zstd", "page compression: none, s2, `zstd` (at its fastest) or auto, chosen batch by batch from the measured link and encoder rates")
 	fs.StringVar(&p.vmID, "vm", p.vmID, "the VM's `ID`")
 	fs.Var(&p.ramBytes, "ram", "the VM's guest RAM, `SIZE` as 512MiB or 2GiB")
 	fs.StringVar(&p.workload, "workload", p.workload, "what the VM runs, `KIND` inference, training or idle")
 	fs.Var(&p.dirtyBytesPerSec, "dirty", "the workload's background dirty `RATE` per second, in guest RAM and (inference) in\nthe framebuffer each; 0 takes the workload's own default, idle dirties nothing")
 	fs.DurationVar(&p.warmup, "warmup", p.warmup, "wall time the workload runs before the migration starts")
 	fs.IntVar(&p.conns, "conns", p.conns, "TCP connections the stream is spread over, the same `N` on both ends")
-	fs.IntVar(&p.engine.Workers, "workers", p.engine.Workers, "goroutines encoding pages at the source")
+	fs.IntVar(&p.engine.Workers, "workers", p.engine.Workers, "goroutines encoding pages at the source, decoding and applying them at the destination")
 	fs.DurationVar(&p.stunTarget, "stun-target", p.stunTarget, "the stun pre-copy aims under; 0 takes vMotion's one second")
 	fs.DurationVar(&p.timeout, "timeout", p.timeout, "how long either end waits on a connection that makes no progress")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VM's memory contents and its workload")
@@ -114,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *serve && *jsonPath != "" {
 		return usageErr("-json writes one migration's report; it does not go with -serve")
 	}
-	if err := p.set(*profile, *mode, *compress); err != nil {
+	if err := p.set(*profile, *mode, *codec); err != nil {
 		return usageErr("%v", err)
 	}
 	if *keyFile != "" {
@@ -173,6 +173,7 @@ type params struct {
 	mode             migrate.Mode
 	stunTarget       time.Duration
 	engine           migrate.EngineConfig
+	codec            migrate.Codec
 	timeout          time.Duration
 	seed             uint64
 	key              []byte // the migration key; nil for none

@@ -23,7 +23,7 @@ import (
 func small(extra ...string) []string {
 	args := []string{"-ram", "128MiB", "-profile", "P40-1Q", "-warmup", "100ms"}
 	if raceEnabled {
-		args = []string{"-ram", "64MiB", "-profile", "P40-1Q", "-warmup", "50ms", "-dirty", "1MiB", "-compress", "none"}
+		args = []string{"-ram", "64MiB", "-profile", "P40-1Q", "-warmup", "50ms", "-dirty", "1MiB", "-codec", "none"}
 	}
 	return append(args, extra...)
 }
@@ -170,7 +170,7 @@ func TestLoopbackConnsWorkers(t *testing.T) {
 
 // Pages sent uncompressed.
 func TestLoopbackUncompressed(t *testing.T) {
-	checkLoopback(t, runArgs(small("-loopback", "-compress", "none")...))
+	checkLoopback(t, runArgs(small("-loopback", "-codec", "none")...))
 }
 
 // Legacy mode: the framebuffer goes during the stun.
@@ -281,7 +281,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-loopback", "-profile", "nosuch"}, "nosuch"},
 		{[]string{"-loopback", "-mode", "fast"}, "-mode"},
-		{[]string{"-loopback", "-compress", "gzip"}, "-compress"},
+		{[]string{"-loopback", "-codec", "gzip"}, "-codec"},
 		{[]string{"-loopback", "-workload", "mining"}, "-workload"},
 		{[]string{"-loopback", "-ram", "lots"}, "-ram"},
 		{[]string{"-loopback", "-conns", "0"}, "-conns"},

@@ -22,7 +22,7 @@ const (
 
 // set checks the flags that are names and the numbers that have bounds, and
 // stores what they name.
-func (p *params) set(profile, mode, compress string) error {
+func (p *params) set(profile, mode, codec string) error {
 	prof, err := vgpu.ParseProfile(profile)
 	if err != nil {
 		return err
@@ -36,14 +36,10 @@ func (p *params) set(profile, mode, compress string) error {
 	default:
 		return fmt.Errorf("-mode %q: want precopy or legacy", mode)
 	}
-	switch strings.ToLower(compress) {
-	case "fastest", "zstd":
-		p.engine.Level = checkpoint.LevelFastest
-	case "none":
-		p.engine.Level = checkpoint.LevelNone
-	default:
-		return fmt.Errorf("-compress %q: want fastest or none", compress)
+	if p.codec, err = migrate.ParseCodec(strings.ToLower(codec)); err != nil {
+		return fmt.Errorf("-codec %q: want none, s2, zstd or auto", codec)
 	}
+	p.engine.Level = p.codec.Level()
 	switch p.workload {
 	case workloadInference, workloadTraining, workloadIdle:
 	default:

@@ -2,7 +2,10 @@ package live
 
 import (
 	"io"
+	"math"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -33,13 +36,18 @@ type asyncWriter struct {
 	// queued counts the blocks handed over and not yet written.
 	queued sync.WaitGroup
 	closed bool
+	// now is the clock the writes are timed on; rate is the bytes a
+	// second the connection took while it was written to, a moving
+	// average over blocks (math.Float64bits; 0 until the first block).
+	now  func() time.Time
+	rate atomic.Uint64
 
 	mu  sync.Mutex
 	err error
 }
 
-func newAsyncWriter(w io.Writer) *asyncWriter {
-	a := &asyncWriter{w: w, full: make(chan []byte, sendBlocks), free: make(chan []byte, sendBlocks)}
+func newAsyncWriter(w io.Writer, now func() time.Time) *asyncWriter {
+	a := &asyncWriter{w: w, now: now, full: make(chan []byte, sendBlocks), free: make(chan []byte, sendBlocks)}
 	for range sendBlocks - 1 {
 		a.free <- nil // made when first needed
 	}
@@ -53,16 +61,32 @@ func newAsyncWriter(w io.Writer) *asyncWriter {
 func (a *asyncWriter) drain() error {
 	for b := range a.full {
 		if a.failed() == nil {
+			start := a.now()
 			if _, err := a.w.Write(b); err != nil {
 				a.mu.Lock()
 				a.err = err
 				a.mu.Unlock()
+			} else {
+				a.observe(len(b), a.now().Sub(start))
 			}
 		}
 		a.free <- b[:0]
 		a.queued.Done()
 	}
 	return a.failed()
+}
+
+// rateWeight is the moving average's weight of a new block.
+const rateWeight = 0.2
+
+// observe folds a block of n bytes written in d into the connection's
+// rate.
+func (a *asyncWriter) observe(n int, d time.Duration) {
+	r := float64(n) / max(d.Seconds(), 1e-9)
+	if old := math.Float64frombits(a.rate.Load()); old > 0 {
+		r = old + rateWeight*(r-old)
+	}
+	a.rate.Store(math.Float64bits(r))
 }
 
 func (a *asyncWriter) failed() error {
@@ -115,13 +139,29 @@ type sendStreams struct {
 	g  errgroup.Group
 }
 
-// start starts writing to each of conns through an asyncWriter.
-func (s *sendStreams) start(conns []io.Writer) {
+// start starts writing to each of conns through an asyncWriter, timing
+// the writes on now.
+func (s *sendStreams) start(conns []io.Writer, now func() time.Time) {
 	for _, c := range conns {
-		a := newAsyncWriter(c)
+		a := newAsyncWriter(c, now)
 		s.ws = append(s.ws, a)
 		s.g.Go(a.drain)
 	}
+}
+
+// rate is the link's rate as the writes measure it: the sum of what each
+// connection took while written to; 0 until every connection has taken a
+// block. It may be called from any goroutine once start has returned.
+func (s *sendStreams) rate() float64 {
+	sum := 0.0
+	for _, a := range s.ws {
+		r := math.Float64frombits(a.rate.Load())
+		if r == 0 {
+			return 0
+		}
+		sum += r
+	}
+	return sum
 }
 
 // flush flushes every connection, and returns the first error.

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
@@ -33,33 +34,118 @@ const liveBenchRAMBytes = 2 << 30
 // stream against the raw pages. Compare it with BenchmarkBaseline/op=tcp
 // and BenchmarkCopyEngine in the same run.
 func BenchmarkLive(b *testing.B) {
-	for _, codec := range []struct {
-		name  string
-		level checkpoint.Level
-	}{{"none", checkpoint.LevelNone}, {"zstd", checkpoint.LevelFastest}} {
-		for _, workers := range []int{1, 2} {
-			for _, conns := range []int{1, 2} {
-				b.Run(fmt.Sprintf("codec=%s/workers=%d/conns=%d", codec.name, workers, conns), func(b *testing.B) {
-					benchmarkLive(b, SendConfig{Engine: migrate.EngineConfig{Workers: workers, Level: codec.level}}, conns)
+	for _, codec := range benchCodecs {
+		for _, workers := range benchWorkers() {
+			for _, conns := range benchConns() {
+				b.Run(fmt.Sprintf("codec=%s/workers=%d/conns=%d", codec, workers, conns), func(b *testing.B) {
+					benchmarkLive(b, benchSendConfig(codec, workers), conns, liveBenchRAMBytes, nil)
 				})
 			}
 		}
 	}
 }
 
-func benchmarkLive(b *testing.B, cfg SendConfig, conns int) {
+// benchCodecs are the codecs the live benchmarks compare.
+var benchCodecs = []migrate.Codec{migrate.CodecNone, migrate.CodecS2, migrate.CodecZstd, migrate.CodecAuto}
+
+// benchSendConfig is the source's configuration for codec on workers.
+func benchSendConfig(codec migrate.Codec, workers int) SendConfig {
+	return SendConfig{Engine: migrate.EngineConfig{Workers: workers, Level: codec.Level()}, AdaptiveCodec: codec == migrate.CodecAuto}
+}
+
+// benchWorkers are the engine workers the benchmarks try: 1, 2, and, on a
+// machine with more cores, 4, 8 and 14 as far as GOMAXPROCS goes.
+func benchWorkers() []int {
+	ws := []int{1, 2}
+	for _, w := range []int{4, 8, 14} {
+		if w <= runtime.GOMAXPROCS(0) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// benchConns are the connections the benchmarks try: 1, 2 and, with 8
+// cores or more, 4.
+func benchConns() []int {
+	if runtime.GOMAXPROCS(0) >= 8 {
+		return []int{1, 2, 4}
+	}
+	return []int{1, 2}
+}
+
+// rateBenchRAMBytes is the guest memory BenchmarkLiveRate moves: a quarter
+// of BenchmarkLive's, so that 1 Gbit/s takes seconds, not tens.
+const rateBenchRAMBytes = 512 << 20
+
+// BenchmarkLiveRate is the adaptive codec against each static one, over
+// a link limited to 1, 10 and 40 Gbit/s, and unlimited: two connections
+// sharing the limit, two engine workers, a paused VM of 512 MiB of guest
+// RAM in the realistic mix. The adaptive codec should be within 5 % of the
+// best static codec at every rate.
+func BenchmarkLiveRate(b *testing.B) {
+	for _, rate := range []struct {
+		name string
+		bps  float64
+	}{{"1G", 1e9}, {"10G", 10e9}, {"40G", 40e9}, {"unlimited", 0}} {
+		for _, codec := range benchCodecs {
+			b.Run(fmt.Sprintf("rate=%s/codec=%s", rate.name, codec), func(b *testing.B) {
+				var lim *linkLimiter
+				if rate.bps > 0 {
+					lim = &linkLimiter{bytesPerSec: rate.bps / 8}
+				}
+				benchmarkLive(b, benchSendConfig(codec, 2), 2, rateBenchRAMBytes, lim)
+			})
+		}
+	}
+}
+
+// linkLimiter holds the writes of a link's connections to its rate, all
+// together: each write waits its turn, as long as its bytes take at the
+// rate. Sleeps are no finer than the timer's resolution, so that at high
+// rates the link runs a little slower than it says.
+type linkLimiter struct {
+	bytesPerSec float64
+	mu          sync.Mutex
+	next        time.Time
+}
+
+func (l *linkLimiter) wait(n int) {
+	l.mu.Lock()
+	now := time.Now()
+	if l.next.Before(now) {
+		l.next = now
+	}
+	l.next = l.next.Add(time.Duration(float64(n) / l.bytesPerSec * float64(time.Second)))
+	until := l.next
+	l.mu.Unlock()
+	time.Sleep(time.Until(until))
+}
+
+// limitedConn is a connection whose writes a linkLimiter holds.
+type limitedConn struct {
+	net.Conn
+	lim *linkLimiter
+}
+
+func (c limitedConn) Write(p []byte) (int, error) {
+	c.lim.wait(len(p))
+	return c.Conn.Write(p)
+}
+
+func benchmarkLive(b *testing.B, cfg SendConfig, conns int, ramBytes int64, lim *linkLimiter) {
 	hosts := [2]*vgpu.Host{}
 	for i := range hosts {
 		h, err := vgpu.NewHost(vgpu.HostConfig{Name: []string{"a", "b"}[i], Memory: memory.Sparse, Seed: uint64(i + 1)})
 		must(b, err)
 		hosts[i] = h
 	}
-	vm, err := hosts[0].CreateVM(vgpu.VMSpec{ID: "bench", RAMBytes: liveBenchRAMBytes, RAMFootprintBytes: liveBenchRAMBytes,
+	vm, err := hosts[0].CreateVM(vgpu.VMSpec{ID: "bench", RAMBytes: ramBytes, RAMFootprintBytes: ramBytes,
 		Profiles: []string{"P40-1Q"}})
 	must(b, err)
 	must(b, vm.Start())
 	must(b, vm.Pause())
-	b.SetBytes(liveBenchRAMBytes)
+	b.SetBytes(ramBytes)
 	b.ReportAllocs()
 	var wire, raw int64
 	var stun time.Duration
@@ -67,8 +153,14 @@ func benchmarkLive(b *testing.B, cfg SendConfig, conns int) {
 	for i := range b.N {
 		b.StopTimer()
 		sc, dc := loopbackConns(b, conns)
+		src := rws(sc)
+		if lim != nil {
+			for j, c := range sc {
+				src[j] = limitedConn{Conn: c, lim: lim}
+			}
+		}
 		b.StartTimer()
-		res := liveMigrate(context.Background(), vm, hosts[(i+1)%2], rws(sc), rws(dc), cfg, ReceiveConfig{})
+		res := liveMigrate(context.Background(), vm, hosts[(i+1)%2], src, rws(dc), cfg, ReceiveConfig{})
 		if res.srcErr != nil || res.dstErr != nil {
 			b.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
 		}
@@ -132,7 +224,7 @@ func benchmarkTCP(b *testing.B, conns int) {
 // ceiling a live migration over them cannot pass (but for the zero pages,
 // which it does not send).
 func BenchmarkBaseline(b *testing.B) {
-	for _, conns := range []int{1, 2} {
+	for _, conns := range benchConns() {
 		b.Run(fmt.Sprintf("op=tcp/conns=%d", conns), func(b *testing.B) { benchmarkTCP(b, conns) })
 	}
 }

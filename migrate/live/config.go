@@ -37,8 +37,16 @@ type SendConfig struct {
 
 	// Engine configures the copy engine: workers, batches in flight, batch
 	// size and compression level (checkpoint.LevelNone to send pages
-	// uncompressed).
+	// uncompressed, checkpoint.LevelS2 for S2). A Chooser set here picks
+	// each batch's level instead, and the stream records it batch by
+	// batch.
 	Engine migrate.EngineConfig
+	// AdaptiveCodec chooses each batch's codec — none, S2 or zstd at its
+	// fastest — as the migration goes (migrate.CodecAuto): the one that
+	// moves memory fastest given the rate the connections take bytes at
+	// and what each codec costs the encoders and saves on the wire, both
+	// measured on the batches themselves. It replaces Engine.Chooser.
+	AdaptiveCodec bool
 	// DigestWorkers is how many goroutines hash each region for the
 	// stream's end-to-end digests, while the VM is stopped; zero means
 	// GOMAXPROCS.

@@ -79,7 +79,7 @@ func TestDifferentialSimLive(t *testing.T) {
 				return vm, dst
 			}
 			vmA, dstA := start()
-			simRep, simErr := migrate.Migrate(vmA, dstA, migrate.Config{Policy: tc.policy, Link: link, Costs: costs, Uncompressed: true})
+			simRep, simErr := migrate.Migrate(vmA, dstA, migrate.Config{Policy: tc.policy, Link: link, Costs: costs, Codec: migrate.CodecNone})
 
 			vmB, dstB := start()
 			clock := &netClock{}

@@ -72,14 +72,14 @@ type receiver struct {
 	// streamIDs are the ids the streams must carry, one a connection,
 	// drawn from the handshake up to the hello.
 	streamIDs [][checkpoint.StreamIDSize]byte
-	handover migrate.Handover
-	claim    *vgpu.MigrationClaim // the restored copy's, until the commit
-	ctx      context.Context
-	start    time.Time
-	prog     reporter
-	phase    migrate.Phase
-	rep      migrate.Report
-	err      error
+	handover  migrate.Handover
+	claim     *vgpu.MigrationClaim // the restored copy's, until the commit
+	ctx       context.Context
+	start     time.Time
+	prog      reporter
+	phase     migrate.Phase
+	rep       migrate.Report
+	err       error
 
 	lim   checkpoint.Limits // the reader's, set by the handshake
 	ctl   *bufio.Reader     // the first connection, once the handshake is over

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -44,12 +45,18 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 	if vm == nil || len(conns) == 0 || len(conns) > maxConnections {
 		return nil, fmt.Errorf("%w: Send needs a VM and 1 to %d connections", migrate.ErrConfig, maxConnections)
 	}
-	eng, err := migrate.NewEngine(cfg.Engine)
+	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.bounds()), link: linkName(conns), ctx: ctx}
+	if cfg.AdaptiveCodec {
+		// The encoders run on at most GOMAXPROCS cores at once.
+		s.chooser = migrate.NewAdaptiveChooser(min(max(cfg.Engine.Workers, 1), runtime.GOMAXPROCS(0)), s.out.rate)
+		s.cfg.Engine.Chooser = s.chooser
+	}
+	eng, err := migrate.NewEngine(s.cfg.Engine)
 	if err != nil {
 		return nil, err
 	}
 	defer eng.Close()
-	s := &sender{cfg: cfg, vm: vm, conns: newConnSet(conns, cfg.bounds()), link: linkName(conns), eng: eng, ctx: ctx}
+	s.eng = eng
 	return s.run()
 }
 
@@ -62,14 +69,17 @@ type sender struct {
 	conns connSet
 	link  string // the connections' name, for the report
 	eng   *migrate.Engine
-	ctx   context.Context
-	prog  reporter
-	core  *migrate.Core
-	src   *migrate.Source // nil if the VM could not go
+	// chooser picks each batch's codec under AdaptiveCodec; nil
+	// otherwise.
+	chooser *migrate.AdaptiveChooser
+	ctx     context.Context
+	prog    reporter
+	core    *migrate.Core
+	src     *migrate.Source // nil if the VM could not go
 
 	ctl  *bufio.Reader // the destination's answers, on the first connection
 	conv *conversation
-	out  sendStreams               // the connections, each written on its own goroutine
+	out  sendStreams                // the connections, each written on its own goroutine
 	pw   *checkpoint.ParallelWriter // one stream on each connection
 	sink progressSink
 
@@ -241,11 +251,11 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 		}
 	}
 
-	s.out.start(s.conns.writers())
+	s.out.start(s.conns.writers(), s.cfg.Clock.Now)
 	for i := range outs {
 		outs[i].W = s.out.ws[i]
 	}
-	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes}
+	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes, Mixed: s.cfg.Engine.Chooser != nil}
 	if keyed {
 		opts.Encryption = checkpoint.EncryptionRequired
 	}

@@ -189,6 +189,10 @@ func (s *sender) warmDigests() {
 // finishStream sends the device states, the regions' digests and the end
 // of the stream.
 func (s *sender) finishStream() error {
+	if s.chooser != nil {
+		none, s2, zstd := s.chooser.Batches()
+		s.core.Notice(fmt.Sprintf("adaptive codec: %d batches uncompressed, %d S2, %d zstd", none, s2, zstd))
+	}
 	for i, st := range s.states {
 		ds := checkpoint.DeviceState{Device: uint32(i), Version: vgpu.StateVersion, Data: st}
 		if err := s.pw.WriteDeviceState(ds); err != nil {

@@ -1,0 +1,111 @@
+package migrate
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vgpusim/vgpusim/checkpoint"
+)
+
+// codecCosts are costs shaped like the realistic mix's on two cores: S2
+// twice as fast as zstd and a little less tight, no compression half the
+// raw bytes on the wire (zero pages are never sent).
+var codecCosts = []CodecCost{
+	{Level: checkpoint.LevelNone, WirePerRaw: 0.60},
+	{Level: checkpoint.LevelS2, EncodeBytesPerSec: 1.7e9, WirePerRaw: 0.31},
+	{Level: checkpoint.LevelFastest, EncodeBytesPerSec: 0.8e9, WirePerRaw: 0.29},
+}
+
+// TestChooseLevel: the documented facts of the adaptive codec's rule.
+func TestChooseLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		link    float64
+		workers int
+		costs   []CodecCost
+		want    checkpoint.Level
+	}{
+		{"1 Gbit/s: the tightest codec", 125e6, 2, codecCosts, checkpoint.LevelFastest},
+		{"10 Gbit/s: zstd's encoders are the limit, S2's are not", 1.25e9, 2, codecCosts, checkpoint.LevelS2},
+		{"10 Gbit/s on 8 cores: zstd keeps up", 1.25e9, 8, codecCosts, checkpoint.LevelFastest},
+		{"40 Gbit/s: no compression", 5e9, 2, codecCosts, checkpoint.LevelNone},
+		{"an unknown link: nothing limits uncompressed pages", 0, 2, codecCosts, checkpoint.LevelNone},
+		{"no costs: zstd", 1e9, 1, nil, checkpoint.LevelFastest},
+		{"within 2 %: the fewer bytes", 1e9, 1, []CodecCost{
+			{Level: checkpoint.LevelS2, EncodeBytesPerSec: 1.0e9, WirePerRaw: 0.5},
+			{Level: checkpoint.LevelFastest, EncodeBytesPerSec: 0.99e9, WirePerRaw: 0.4},
+		}, checkpoint.LevelFastest},
+		{"beyond 2 %: the faster", 1e9, 1, []CodecCost{
+			{Level: checkpoint.LevelS2, EncodeBytesPerSec: 1.0e9, WirePerRaw: 0.5},
+			{Level: checkpoint.LevelFastest, EncodeBytesPerSec: 0.9e9, WirePerRaw: 0.4},
+		}, checkpoint.LevelS2},
+		{"unlimited and limited: the unlimited", 0, 4, []CodecCost{
+			{Level: checkpoint.LevelS2, EncodeBytesPerSec: 9e9, WirePerRaw: 0.3},
+			{Level: checkpoint.LevelNone, WirePerRaw: 0.9},
+		}, checkpoint.LevelNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseLevel(tc.link, tc.workers, tc.costs); got != tc.want {
+				t.Fatalf("ChooseLevel = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCodecNames: every codec parses back from its name; others are
+// refused.
+func TestCodecNames(t *testing.T) {
+	for c := CodecZstd; c <= CodecAuto; c++ {
+		got, err := ParseCodec(c.String())
+		if err != nil || got != c {
+			t.Fatalf("ParseCodec(%q) = %v, %v", c.String(), got, err)
+		}
+	}
+	if _, err := ParseCodec("lz4"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("ParseCodec(lz4): %v, want ErrConfig", err)
+	}
+}
+
+// TestAdaptiveChooser: the chooser tries every level first, then follows
+// ChooseLevel on what it measured, and comes back to the others now and
+// then; modelled, it needs no clock.
+func TestAdaptiveChooser(t *testing.T) {
+	link := 125e6
+	a := &AdaptiveChooser{Workers: 2, LinkBytesPerSec: func() float64 { return link }}
+	wire := map[checkpoint.Level]float64{checkpoint.LevelNone: 0.6, checkpoint.LevelS2: 0.31, checkpoint.LevelFastest: 0.29}
+	speed := map[checkpoint.Level]float64{checkpoint.LevelNone: 20e9, checkpoint.LevelS2: 1.7e9, checkpoint.LevelFastest: 0.8e9}
+	const raw = 1 << 20
+	step := func() checkpoint.Level {
+		l := a.Level(BatchInfo{})
+		a.Observe(l, raw, int(wire[l]*raw), time.Duration(raw/speed[l]*float64(time.Second)))
+		return l
+	}
+	seen := map[checkpoint.Level]int{}
+	for range 2 * len(autoLevels) {
+		seen[step()]++
+	}
+	if len(seen) != len(autoLevels) {
+		t.Fatalf("the first batches tried %v, want every level", seen)
+	}
+	counts := func(n int) map[checkpoint.Level]int {
+		c := map[checkpoint.Level]int{}
+		for range n {
+			c[step()]++
+		}
+		return c
+	}
+	if c := counts(64); c[checkpoint.LevelFastest] < 60 {
+		t.Fatalf("at 1 Gbit/s the chooser sent %v, want zstd but for its probes", c)
+	}
+	link = 5e9
+	if c := counts(64); c[checkpoint.LevelNone] < 58 {
+		t.Fatalf("at 40 Gbit/s the chooser sent %v, want no compression but for its probes", c)
+	}
+	if a.Untimed() {
+		t.Fatal("a measuring chooser says it needs no times")
+	}
+	if !(&AdaptiveChooser{Modelled: true}).Untimed() {
+		t.Fatal("a modelled chooser asks for times")
+	}
+}
