@@ -155,7 +155,8 @@ type ReceiveConfig struct {
 	// Timeout, HandshakeTimeout, MinBytesPerSec, Lock, Progress, Logger,
 	// Clock and Rand mean what they mean in SendConfig, for the destination
 	// host. The handshake ends here when the source's hello has been
-	// authenticated and answered.
+	// authenticated and answered. Progress is called one call at a time,
+	// while the stream arrives from the goroutines that apply it.
 	Timeout          time.Duration
 	HandshakeTimeout time.Duration
 	MinBytesPerSec   int64

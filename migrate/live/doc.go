@@ -23,9 +23,9 @@
 //	                               <-------- accept (memory and vGPUs
 //	                                         reserved), or refuse and why
 //	each other connection: bound ----------> checked
-//	checkpoint stream over every conn -----> applied as it arrives
-//	  pre-copy rounds; then, the VM paused:
-//	  final pages, device states, digests
+//	a checkpoint stream on every conn -----> read on a goroutine per
+//	  pre-copy rounds; then, the VM paused:  conn, applied by workers,
+//	  final pages, device states, digests    the rounds in order
 //	                               <-------- ready: digests checked,
 //	                                         devices restored, stream's
 //	                                         length; or refuse and why
@@ -37,7 +37,8 @@
 // Every message after the challenge carries a tag, an HMAC under its
 // sender's key of the whole conversation so far, and is decoded strictly;
 // the stream is sealed under a key of this migration alone, and its id is
-// drawn from the conversation up to the hello. So no message can be
+// drawn from the conversation up to the hello; each connection's stream
+// has a key and an id of its own. So no message can be
 // forged, changed, reordered, replayed from another migration or moved to
 // another connection, and no two migrations share a key (SECURITY.md has
 // the threat model). The one message without a tag, a refusal where the
@@ -57,11 +58,30 @@
 // at the destination), and, for latency, two round trips of its handshake
 // (the stun waits for "ready" and for "resumed"); quiesce and resume are
 // state changes of the emulated VM and are not counted, and neither is
-// the hashing of the regions' digests. Time is wall time unless
-// SendConfig.Clock or ReceiveConfig.Clock says otherwise. Several
-// connections share the stream in frames dealt in turn, as QEMU's multifd
-// channels and vMotion's parallel streams do; both ends must use the same
-// number. SendConfig and ReceiveConfig set the engine, the encryption key,
+// the hashing of the regions' digests, which both ends keep up to date
+// while the VM runs (memory.Region.Digest caches a digest's page hashes
+// and knows which pages changed since), so that the stun hashes only the
+// final pages. Time is wall time unless SendConfig.Clock or
+// ReceiveConfig.Clock says otherwise.
+//
+// # Streams and codecs
+//
+// Each connection carries a whole checkpoint stream of its own, as QEMU's
+// multifd channels and vMotion's parallel streams do, so that nothing
+// serializes them: the source deals the copy engine's batches to the
+// streams in turn and writes each connection on a goroutine of its own;
+// the destination reads each on a goroutine of its own and hands the
+// batches to ReceiveConfig.Workers goroutines that check, decompress and
+// apply them in any order, a round's end on every stream the barrier that
+// keeps a page's older copy from overwriting its newer one
+// (checkpoint.ParallelApplier). ReceiveConfig.InFlight bounds the batches
+// read and not yet applied; a connection whose batches are all in flight
+// is not read, and its source waits on the connection. Both ends must use
+// the same number of connections. Pages go uncompressed, in zstd or in S2
+// (SendConfig.Engine.Level), or each batch in the codec that moves memory
+// fastest over the connections as measured (SendConfig.AdaptiveCodec,
+// migrate.CodecAuto); the stream records every batch's codec.
+// SendConfig and ReceiveConfig set the engine, the encryption key,
 // the destination's limits and a Timeout after which a connection that
 // makes no progress fails the migration.
 //
@@ -93,14 +113,15 @@
 // holds what it can see and what the hello declared (see migrate.Report), and the
 // digests it hashed from its own regions. Events, if SendConfig.Progress
 // or ReceiveConfig.Progress is set, reach the callback on Send's or
-// Receive's goroutine: at the source the Core's events (the same kinds, in
-// the same order, as a simulated migration's) and BytesMoved as the
-// stream goes out; at the destination the rounds as they arrive and the
-// end. A slog.Logger, if set, receives the same as structured records. Send and
-// Receive may run goroutines of their own — the engine's workers, region
-// hashing (SendConfig.Engine.Workers, ReceiveConfig.DigestWorkers), and at
-// the destination one per connection that reads it ahead of the stream
-// while the stream arrives — and all have ended when they return.
+// Receive's goroutine, one at a time: at the source the Core's events
+// (the same kinds, in the same order, as a simulated migration's) and
+// BytesMoved as the stream goes out; at the destination the rounds as
+// they arrive, from the goroutines that apply the stream, and the end. A slog.Logger, if set, receives the same as structured records. Send and
+// Receive run goroutines of their own — the engine's workers, region
+// hashing (SendConfig.Engine.Workers, ReceiveConfig.DigestWorkers), one
+// per connection that writes it at the source and reads it at the
+// destination, and the destination's workers (ReceiveConfig.Workers) —
+// and all have ended when they return.
 //
 // A Runner advances a host on wall time, on a goroutine of its own from
 // Start to Stop, so that its VMs' workloads write memory while Send copies
