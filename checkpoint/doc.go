@@ -79,6 +79,23 @@
 // scrubbed. Device states are handed over, as copies, after the end
 // verified.
 //
+// # Several streams
+//
+// A migration may carry one VM's pages over several streams at once, one
+// per connection. ParallelWriter deals the batches to K whole streams in
+// turn (batch n to stream n mod K, the device states and the regions'
+// digests on stream 0), each with its own header, metadata, chain of check
+// values, tally and key. ParallelApplier reads each stream on a goroutine
+// of its own — the record layer in order, as Reader does — and hands the
+// page batches to workers that decode and apply them in any order; a
+// stream's end of round waits until its batches are applied and every
+// other stream has ended the round, so that a page re-sent in a later
+// round is never overwritten by its older copy. A bounded number of
+// batches is in flight, so a fast stream waits, unread. It keeps every
+// promise of Applier, and refuses streams that disagree on the VM, the
+// codec or the number of rounds, or that repeat a device state or a
+// digest.
+//
 // Save writes a suspended VM — regions and device states — to a stream;
 // Restore reads it back into fresh regions, byte for byte and generation for
 // generation.

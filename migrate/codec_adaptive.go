@@ -68,7 +68,7 @@ const (
 	adaptiveProbe = 2
 	// adaptiveReprobe is how often, in batches, it tries again the
 	// level it has heard of least recently.
-	adaptiveReprobe = 32
+	adaptiveReprobe = 128
 	// adaptiveWeight is the moving averages' weight of a new batch.
 	adaptiveWeight = 0.2
 )

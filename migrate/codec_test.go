@@ -2,10 +2,13 @@ package migrate
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
 )
 
 // codecCosts are costs shaped like the realistic mix's on two cores: S2
@@ -107,5 +110,56 @@ func TestAdaptiveChooser(t *testing.T) {
 	}
 	if !(&AdaptiveChooser{Modelled: true}).Untimed() {
 		t.Fatal("a modelled chooser asks for times")
+	}
+}
+
+// codecWorld is a paused VM of 64 MiB of guest RAM in the realistic mix
+// and a destination, on hosts of kind.
+func codecWorld(t *testing.T, kind memory.Kind) (*vgpu.VM, *vgpu.Host) {
+	t.Helper()
+	var hosts [2]*vgpu.Host
+	for i := range hosts {
+		h, err := vgpu.NewHost(vgpu.HostConfig{Name: fmt.Sprintf("h%d", i), Memory: kind, Seed: uint64(i + 1), RAMBytes: GiB})
+		must(t, err)
+		hosts[i] = h
+	}
+	vm, err := hosts[0].CreateVM(vgpu.VMSpec{ID: "codec", RAMBytes: 64 * MiB, RAMFootprintBytes: 64 * MiB, Profiles: []string{"P40-1Q"}})
+	must(t, err)
+	must(t, vm.RAM().FillMix(0, vm.RAM().Pages(), memory.MixRealistic()))
+	must(t, vm.Start())
+	must(t, vm.Pause())
+	return vm, hosts[1]
+}
+
+// TestSimulatedAutoCodec: a simulated CodecAuto chooses as the rule says
+// for its link — over 1 GbE the bytes of zstd, over 100 GbE those of no
+// compression — in both fidelities, and gives the same report twice: it
+// reads no clock.
+func TestSimulatedAutoCodec(t *testing.T) {
+	for _, fid := range []Fidelity{Model, Bytes} {
+		for _, tc := range []struct {
+			link Link
+			like Codec
+		}{{GbE1(), CodecZstd}, {GbE100(), CodecNone}} {
+			t.Run(fmt.Sprintf("%v/%s", fid, tc.link.Name), func(t *testing.T) {
+				wire := func(c Codec) (int64, *Report) {
+					vm, dst := codecWorld(t, memory.Sparse)
+					rep, err := Migrate(vm, dst, Config{Fidelity: fid, Link: tc.link, Codec: c})
+					must(t, err)
+					return rep.PreCopy.WireBytes, rep
+				}
+				auto, rep := wire(CodecAuto)
+				again, rep2 := wire(CodecAuto)
+				want, _ := wire(tc.like)
+				if auto != again || rep.Stun != rep2.Stun || rep.Total != rep2.Total {
+					t.Fatalf("two runs of CodecAuto differ: %d and %d wire bytes, stun %v and %v", auto, again, rep.Stun, rep2.Stun)
+				}
+				// Bytes fidelity tries every level on its first
+				// batches, and again now and then.
+				if d := float64(auto-want) / float64(want); d < -0.03 || d > 0.03 {
+					t.Fatalf("CodecAuto sent %d bytes, %v %d (%+.1f %%)", auto, tc.like, want, 100*d)
+				}
+			})
+		}
 	}
 }

@@ -18,8 +18,9 @@ import (
 )
 
 // A running VM moves over loopback TCP, its workload writing all along, on
-// one and on several connections, with and without compression and
-// encryption: the destination ends with the VM running and regions whose
+// one and on several connections, with every codec, adaptive too, with
+// and without encryption, with a destination of one worker and one batch
+// in flight and of several: the destination ends with the VM running and regions whose
 // digests equal the source's at the switchover, and the source with
 // nothing.
 func TestLiveMigrateLoopback(t *testing.T) {
@@ -31,11 +32,15 @@ func TestLiveMigrateLoopback(t *testing.T) {
 		level   checkpoint.Level
 		key     []byte
 		mode    migrate.Mode
+		auto    bool
+		recv    ReceiveConfig
 	}{
-		{"one connection", 1, 1, checkpoint.LevelFastest, nil, migrate.PreCopy},
-		{"three connections, two workers", 3, 2, checkpoint.LevelFastest, nil, migrate.PreCopy},
-		{"uncompressed, encrypted", 2, 2, checkpoint.LevelNone, key, migrate.PreCopy},
-		{"legacy", 1, 2, checkpoint.LevelFastest, nil, migrate.Legacy},
+		{"one connection", 1, 1, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{}},
+		{"three connections, two workers", 3, 2, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{Workers: 3}},
+		{"uncompressed, encrypted", 2, 2, checkpoint.LevelNone, key, migrate.PreCopy, false, ReceiveConfig{}},
+		{"s2, encrypted, one batch in flight", 2, 2, checkpoint.LevelS2, key, migrate.PreCopy, false, ReceiveConfig{Workers: 1, InFlight: 1}},
+		{"adaptive, three connections, encrypted", 3, 2, checkpoint.LevelFastest, key, migrate.PreCopy, true, ReceiveConfig{Workers: 2}},
+		{"legacy", 1, 2, checkpoint.LevelFastest, nil, migrate.Legacy, false, ReceiveConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst := hostPair(t, memory.Sparse, 1)
@@ -46,8 +51,9 @@ func TestLiveMigrateLoopback(t *testing.T) {
 			sc, dc := loopbackConns(t, tc.conns)
 			var kinds []migrate.EventKind
 			res := liveMigrate(context.Background(), vm, dst, rws(sc), rws(dc),
-				SendConfig{Policy: migrate.Policy{Mode: tc.mode}, Engine: migrate.EngineConfig{Workers: tc.workers, Level: tc.level}, EncryptionKey: tc.key, Lock: run, Progress: func(p migrate.Event) { kinds = append(kinds, p.Kind) }},
-				ReceiveConfig{EncryptionKey: tc.key})
+				SendConfig{Policy: migrate.Policy{Mode: tc.mode}, Engine: migrate.EngineConfig{Workers: tc.workers, Level: tc.level}, AdaptiveCodec: tc.auto,
+					EncryptionKey: tc.key, Lock: run, Progress: func(p migrate.Event) { kinds = append(kinds, p.Kind) }},
+				withKey(tc.recv, tc.key))
 			if res.srcErr != nil || res.dstErr != nil {
 				t.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
 			}
@@ -222,4 +228,10 @@ func TestRunnerAdvancesHost(t *testing.T) {
 	if src.Now() != at {
 		t.Fatal("host advanced after Stop")
 	}
+}
+
+// withKey is c with key as its EncryptionKey.
+func withKey(c ReceiveConfig, key []byte) ReceiveConfig {
+	c.EncryptionKey = key
+	return c
 }
