@@ -1,8 +1,6 @@
 package migrate
 
 import (
-	"time"
-
 	"github.com/vgpusim/vgpusim/checkpoint"
 )
 
@@ -52,13 +50,21 @@ type AdaptiveChooser struct {
 	chosen int // batches chosen
 	seen   int // batches observed
 	counts [len(autoLevels)]int64
+	// nonZero is the share of the raw bytes in non-zero pages, a moving
+	// average over every batch.
+	nonZero float64
 }
 
-// levelEstimate is what the batches of one level cost, on average.
+// levelEstimate is what the batches of one level cost, on average, per
+// byte of their non-zero pages: the zero pages cost every level the same
+// (nothing on the wire, a check), and how many a batch holds depends on
+// where in memory it was cut, not on its level, so the levels are compared
+// on the pages they compress and the share of zero pages is learnt from
+// every batch.
 type levelEstimate struct {
 	batches      int
-	wirePerRaw   float64
-	bytesPerSec  float64
+	wirePerByte  float64 // wire bytes per non-zero byte
+	bytesPerSec  float64 // non-zero bytes encoded a second
 	lastObserved int
 }
 
@@ -102,11 +108,12 @@ func (a *AdaptiveChooser) Level(BatchInfo) checkpoint.Level {
 // now.
 func (a *AdaptiveChooser) Choice() checkpoint.Level {
 	var costs []CodecCost
+	nz := max(a.nonZero, 1e-3)
 	for i, e := range a.est {
 		if e.batches == 0 {
 			continue
 		}
-		costs = append(costs, CodecCost{Level: autoLevels[i], EncodeBytesPerSec: e.bytesPerSec, WirePerRaw: e.wirePerRaw})
+		costs = append(costs, CodecCost{Level: autoLevels[i], EncodeBytesPerSec: e.bytesPerSec / nz, WirePerRaw: e.wirePerByte * nz})
 	}
 	link := 0.0
 	if a.LinkBytesPerSec != nil {
@@ -115,28 +122,37 @@ func (a *AdaptiveChooser) Choice() checkpoint.Level {
 	return ChooseLevel(link, a.Workers, costs)
 }
 
-// Observe learns what a batch of level cost.
-func (a *AdaptiveChooser) Observe(level checkpoint.Level, rawBytes, wireBytes int, encode time.Duration) {
-	i := autoIndex(level)
-	if i < 0 || rawBytes <= 0 {
+// Observe learns what a batch cost.
+func (a *AdaptiveChooser) Observe(b BatchCost) {
+	i := autoIndex(b.Level)
+	if i < 0 || b.RawBytes <= 0 {
 		return
 	}
 	a.seen++
 	a.counts[i]++
+	nz := float64(b.RawBytes-b.ZeroBytes) / float64(b.RawBytes)
+	a.nonZero = movingAverage(a.nonZero, nz, a.seen == 1)
 	e := &a.est[i]
 	e.lastObserved = a.seen
-	ratio := float64(wireBytes) / float64(rawBytes)
-	rate := PublishedEncodeBytesPerSec(level)
+	if b.RawBytes == b.ZeroBytes {
+		return // nothing to learn of the level
+	}
+	nonZeroBytes := float64(b.RawBytes - b.ZeroBytes)
+	rate := PublishedEncodeBytesPerSec(b.Level)
 	if !a.Modelled {
-		rate = float64(rawBytes) / max(encode.Seconds(), 1e-9)
+		rate = nonZeroBytes / max(b.Encode.Seconds(), 1e-9)
 	}
-	if e.batches == 0 {
-		e.wirePerRaw, e.bytesPerSec = ratio, rate
-	} else {
-		e.wirePerRaw += adaptiveWeight * (ratio - e.wirePerRaw)
-		e.bytesPerSec += adaptiveWeight * (rate - e.bytesPerSec)
-	}
+	e.wirePerByte = movingAverage(e.wirePerByte, float64(b.WireBytes)/nonZeroBytes, e.batches == 0)
+	e.bytesPerSec = movingAverage(e.bytesPerSec, rate, e.batches == 0)
 	e.batches++
+}
+
+// movingAverage folds v into avg, or starts it at v.
+func movingAverage(avg, v float64, first bool) float64 {
+	if first {
+		return v
+	}
+	return avg + adaptiveWeight*(v-avg)
 }
 
 // Untimed reports whether the chooser takes no encode times: with
@@ -170,6 +186,6 @@ func modelledChooser(m *Migration) *AdaptiveChooser {
 // fidelity's explicit pages, encoded at the level chosen for their region.
 type pinnedChooser struct{ level checkpoint.Level }
 
-func (p *pinnedChooser) Level(BatchInfo) checkpoint.Level                  { return p.level }
-func (p *pinnedChooser) Observe(checkpoint.Level, int, int, time.Duration) {}
-func (p *pinnedChooser) Untimed() bool                                     { return true }
+func (p *pinnedChooser) Level(BatchInfo) checkpoint.Level { return p.level }
+func (p *pinnedChooser) Observe(BatchCost)                {}
+func (p *pinnedChooser) Untimed() bool                    { return true }

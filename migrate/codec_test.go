@@ -81,7 +81,7 @@ func TestAdaptiveChooser(t *testing.T) {
 	const raw = 1 << 20
 	step := func() checkpoint.Level {
 		l := a.Level(BatchInfo{})
-		a.Observe(l, raw, int(wire[l]*raw), time.Duration(raw/speed[l]*float64(time.Second)))
+		a.Observe(BatchCost{Level: l, RawBytes: raw, WireBytes: int(wire[l] * raw), Encode: time.Duration(raw / speed[l] * float64(time.Second))})
 		return l
 	}
 	seen := map[checkpoint.Level]int{}

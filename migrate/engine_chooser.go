@@ -24,10 +24,22 @@ type Chooser interface {
 	// one observed.
 	Level(b BatchInfo) checkpoint.Level
 	// Observe reports a batch handed to the BatchWriter without error,
-	// in batch order: its level; its raw bytes, zero pages included; its
-	// payload bytes, as Traffic.WireBytes counts them; and the wall-clock
-	// time its worker spent encoding it, pages read included.
-	Observe(level checkpoint.Level, rawBytes, wireBytes int, encode time.Duration)
+	// in batch order, and what it cost.
+	Observe(BatchCost)
+}
+
+// BatchCost is what one batch cost, as a Chooser is told.
+type BatchCost struct {
+	// Level is the batch's level.
+	Level checkpoint.Level
+	// RawBytes is the size of its pages, zero pages included, and
+	// ZeroBytes that of its zero pages, which no codec sends.
+	RawBytes, ZeroBytes int
+	// WireBytes is its payload, as Traffic.WireBytes counts it.
+	WireBytes int
+	// Encode is the wall-clock time its worker spent encoding it, pages
+	// read included; zero for an Untimed Chooser.
+	Encode time.Duration
 }
 
 // Untimed is a Chooser that may need no encode times: when Untimed
@@ -84,6 +96,7 @@ func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool) (checkp
 // observe tells the Chooser, if there is one, of batch b, written.
 func (e *Engine) observe(b checkpoint.EncodedBatch, spent time.Duration) {
 	if ch := e.cfg.Chooser; ch != nil {
-		ch.Observe(b.Level, b.RawBytes, int(payloadBytes(b)), spent)
+		ch.Observe(BatchCost{Level: b.Level, RawBytes: b.RawBytes, ZeroBytes: b.ZeroPages * (b.RawBytes / max(b.Pages, 1)),
+			WireBytes: int(payloadBytes(b)), Encode: spent})
 	}
 }

@@ -40,8 +40,8 @@ func (c *stripeChooser) Level(b BatchInfo) checkpoint.Level {
 	return l
 }
 
-func (c *stripeChooser) Observe(level checkpoint.Level, raw, wire int, encode time.Duration) {
-	c.observed = append(c.observed, observation{level, raw, wire, encode, len(c.chosen)})
+func (c *stripeChooser) Observe(b BatchCost) {
+	c.observed = append(c.observed, observation{b.Level, b.RawBytes, b.WireBytes, b.Encode, len(c.chosen)})
 }
 
 // chooserLevels are the levels a stripeChooser takes in turn: every codec,
@@ -117,7 +117,7 @@ func (c *badChooser) Level(BatchInfo) checkpoint.Level {
 	return checkpoint.LevelS2
 }
 
-func (c *badChooser) Observe(checkpoint.Level, int, int, time.Duration) {}
+func (c *badChooser) Observe(BatchCost) {}
 
 // TestEngineChooserErrors: a Chooser's unknown level fails the copy with
 // ErrConfig, after the batches before it; a level the stream does not
