@@ -123,15 +123,14 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 	}
 	b := &d.batch
 	payload, hc := rec.Payload, d.hdr.Codec
-	switch {
-	case rec.Type != RecordPageBatch && rec.Type != RecordCodedBatch:
+	// A stream of codec none or zstd is a version 1.0 stream, which has
+	// no coded page batch record: refused as a 1.0 reader refuses it.
+	if isBatch, err := batchRecord(rec, d.hdr); err != nil {
+		return nil, err
+	} else if !isBatch {
 		return fail(ErrInvalid, "not a page batch but %v", rec.Type)
-	case rec.Type == RecordCodedBatch && !hc.coded():
-		// A stream of codec none or zstd is a version 1.0 stream, which
-		// has no such record: refused as a 1.0 reader refuses it.
-		return fail(ErrUnknownRecord, "%v record in a stream of codec %v", rec.Type, hc)
-	case rec.Type == RecordPageBatch && hc.coded():
-		return fail(ErrMalformed, "%v record in a stream of codec %v", rec.Type, hc)
+	}
+	switch {
 	case rec.Type == RecordPageBatch:
 		b.Codec = hc
 	case len(payload) == 0:

@@ -104,10 +104,14 @@ type ParallelApplier struct {
 	sem     *semaphore.Weighted
 	bufs    chan []byte // record buffers given back by the workers
 	wire    atomic.Int64
+	// applied counts the page batches applied; warmedAt is its value at
+	// the last digest warm-up.
+	applied, warmedAt atomic.Int64
 
 	mu      sync.Mutex // guards what follows
 	state   applierState
 	err     error
+	running bool
 	stopped bool
 	rounds  roundBarrier
 	devices []DeviceState
@@ -176,8 +180,17 @@ func sameMetadata(a, b *Metadata) bool {
 // Metadata returns the metadata every stream declared.
 func (p *ParallelApplier) Metadata() *Metadata { return p.meta }
 
-// Header returns the header of stream i.
-func (p *ParallelApplier) Header(i int) Header { return p.streams[i].rd.Header() }
+// Streams returns the number of streams.
+func (p *ParallelApplier) Streams() int { return len(p.streams) }
+
+// Header returns the header of stream i, or the zero Header if there is
+// no stream i.
+func (p *ParallelApplier) Header(i int) Header {
+	if i < 0 || i >= len(p.streams) {
+		return Header{}
+	}
+	return p.streams[i].rd.Header()
+}
 
 // Offset returns the bytes read from all the streams so far; it may be
 // called from any goroutine.
@@ -190,7 +203,7 @@ func (p *ParallelApplier) Offset() int64 { return p.wire.Load() }
 // reader's own deadline makes it).
 func (p *ParallelApplier) Run(ctx context.Context) error {
 	p.mu.Lock()
-	if p.state != applying || p.stopped {
+	if p.state != applying || p.stopped || p.running {
 		err := p.err
 		p.mu.Unlock()
 		if err == nil {
@@ -198,10 +211,14 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	p.running = true
 	p.mu.Unlock()
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { p.rounds.abort() })
+	// The caller's ctx done fails the streams, and stops them, as a
+	// failure does; Run's own cancel, at its end, does not.
+	stop := context.AfterFunc(parent, func() { p.fail(parent.Err(), cancel) })
 	defer stop()
 
 	var workers errgroup.Group
@@ -212,10 +229,11 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	for _, s := range p.streams {
 		streams.Go(func() error {
 			if err := s.run(ctx); err != nil {
-				// A batch before the failure that failed too came
-				// first in the stream: its worker reports it before
-				// this does.
-				s.inFlight.Wait()
+				// A batch of the stream before the failure that
+				// failed too came first.
+				if earlier := s.drain(); earlier != nil {
+					err = earlier
+				}
 				p.fail(err, cancel)
 			}
 			return nil
@@ -224,9 +242,6 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	_ = streams.Wait()
 	close(p.jobs)
 	_ = workers.Wait()
-	if err := ctx.Err(); err != nil {
-		p.fail(err, cancel) // a no-op if a failure came first
-	}
 	if p.Err() == nil {
 		if err := p.finish(); err != nil {
 			p.fail(err, cancel)
@@ -245,27 +260,40 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	return nil
 }
 
-// fail records err as the failure unless one came first and stops the
+// fail records err as the failure unless one came first, and stops the
 // other goroutines; Run scrubs the destinations once they have ended. It
-// returns the failure.
+// returns the failure. After Run succeeded it does nothing.
 func (p *ParallelApplier) fail(err error, cancel context.CancelFunc) error {
 	p.mu.Lock()
-	first := p.err == nil
-	if first {
+	if p.state == verified || p.state == committed {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.err == nil {
 		p.err, p.state, p.devices = err, failed, nil
 	}
-	stop := first && !p.stopped
-	p.stopped = true
 	err = p.err
 	p.mu.Unlock()
-	if stop {
+	p.stop(cancel)
+	return err
+}
+
+// stop stops every goroutine of Run, once: the workers and the streams
+// between records, and, through the caller's Stop, the reads in progress.
+// A worker that fails calls it alone: its stream reports the failure, in
+// the stream's order.
+func (p *ParallelApplier) stop(cancel context.CancelFunc) {
+	p.mu.Lock()
+	first := !p.stopped
+	p.stopped = true
+	p.mu.Unlock()
+	if first {
 		cancel()
 		p.rounds.abort()
 		if p.opts.Stop != nil {
 			p.opts.Stop()
 		}
 	}
-	return err
 }
 
 // finish checks what only the streams together say: that they carried
@@ -347,7 +375,7 @@ func (p *ParallelApplier) DeviceStates() []DeviceState {
 	if p.state != verified && p.state != committed {
 		return nil
 	}
-	return p.devices
+	return slices.Clone(p.devices)
 }
 
 // RegionDigests returns the digests of the destination's regions, hashed
@@ -362,22 +390,33 @@ func (p *ParallelApplier) RegionDigests() []RegionDigest {
 	return slices.Clone(p.digests)
 }
 
-// Close releases the streams' decoders. It does not close the readers.
+// Close releases the streams' decoders and the record buffers kept for
+// reuse. It does not close the readers.
 func (p *ParallelApplier) Close() error {
 	for _, s := range p.streams {
 		_ = s.rd.Close()
 	}
-	return nil
+	for {
+		select {
+		case <-p.bufs:
+		default:
+			return nil
+		}
+	}
 }
 
-// roundApplied tells the caller that every stream has ended a round and
-// brings the destination regions' digests up to date, so that the check
+// warmDigests brings the destination regions' digests up to date, so that the check
 // at the end of the streams hashes only the pages sent after the last
 // round: the final ones, sent while the VM is stopped. It runs on the
-// first stream past the barrier, while the others read on; the digests
-// are the memory package's, safe beside the workers' stores.
-func (p *ParallelApplier) roundApplied(round int) {
-	p.observe(Applied{Stream: -1, Type: RecordEndRound, Round: round})
+// last stream to reach a round's end, while the others read on; the
+// digests are the memory package's, safe beside the workers' stores.
+func (p *ParallelApplier) warmDigests() {
+	// A round that applied nothing changed nothing: a stream of empty
+	// rounds costs no hashing.
+	n, prev := p.applied.Load(), p.warmedAt.Load()
+	if n == prev || !p.warmedAt.CompareAndSwap(prev, n) {
+		return
+	}
 	for _, r := range p.dst {
 		_, _ = r.DigestParallel(p.opts.DigestWorkers) // a failure shows again at the end
 	}

@@ -9,27 +9,27 @@ import (
 // parallelStream is one stream of a ParallelApplier, read on its own
 // goroutine. The record layer (length, sequence, check value,
 // authentication) runs there, in order; page batches go to the workers,
-// and everything else waits until the stream's batches before it are
-// applied and counted, so that the stream's tally sees its records in
-// order, as a Reader's does.
+// and their results are counted in the stream's tally in stream order, as
+// a Reader's are: the oldest as soon as more than InFlight wait, all of
+// them before any record of another kind.
 type parallelStream struct {
 	p     *ParallelApplier
 	index int
 	rd    *Reader
-	// pending are the stream's batches handed to workers since its last
-	// record of another kind, in stream order; each worker fills in its
-	// result. inFlight counts those not yet done.
-	pending  []*batchResult
-	spare    []*batchResult
-	inFlight sync.WaitGroup
-	devices  []DeviceState
+	// pending are the stream's batches handed to workers and not yet
+	// counted, in stream order: at most InFlight+1.
+	pending []*batchResult
+	spare   []*batchResult
+	devices []DeviceState
 }
 
-// batchResult is what a worker made of one page batch.
+// batchResult is what a worker made of one page batch; done says it is
+// there.
 type batchResult struct {
 	sum         uint64
 	pages, zero int
 	err         error
+	done        chan struct{}
 }
 
 // batchJob is a page batch record handed to a worker, and the buffer its
@@ -73,7 +73,7 @@ func (s *parallelStream) run(ctx context.Context) error {
 			continue
 		}
 		p.sem.Release(1)
-		if err := s.settle(); err != nil {
+		if err := s.count(0); err != nil {
 			return err
 		}
 		skip, err := s.rd.control(rec)
@@ -90,12 +90,12 @@ func (s *parallelStream) run(ctx context.Context) error {
 			s.devices = append(s.devices, ds)
 			p.observe(Applied{Stream: s.index, Type: rec.Type})
 		case RecordEndRound:
-			round, first, err := p.rounds.endRound(s.index, p)
+			last, err := p.rounds.endRound(s.index, p)
 			if err != nil {
 				return err
 			}
-			if first {
-				p.roundApplied(round)
+			if last {
+				p.warmDigests()
 			}
 		case RecordEndStream:
 			p.rounds.finish(s.index)
@@ -115,50 +115,68 @@ func (s *parallelStream) dispatch(ctx context.Context, rec Record) error {
 	}
 	j := &batchJob{s: s, rec: rec, buf: s.rd.rr.takeBuffer(next), res: s.result()}
 	s.pending = append(s.pending, j.res)
-	s.inFlight.Add(1)
 	select {
 	case s.p.jobs <- j:
-		return nil
 	case <-ctx.Done():
-		s.inFlight.Done()
+		j.res.err = ctx.Err()
+		j.res.done <- struct{}{}
 		s.p.sem.Release(1)
 		return ctx.Err()
 	}
+	// The results wait for their turn to be counted; at most InFlight
+	// of them, so that a stream of tiny batches holds no more.
+	return s.count(s.p.opts.InFlight)
 }
 
-// result returns a cleared result to fill, reusing one counted already.
+// result returns a result to fill, reusing one counted already.
 func (s *parallelStream) result() *batchResult {
 	if n := len(s.spare); n > 0 {
 		r := s.spare[n-1]
 		s.spare = s.spare[:n-1]
-		*r = batchResult{}
+		r.sum, r.pages, r.zero, r.err = 0, 0, 0, nil
 		return r
 	}
-	return &batchResult{}
+	return &batchResult{done: make(chan struct{}, 1)}
 }
 
-// settle waits for the stream's batches in flight and counts them in the
-// stream's tally, in stream order; the first that failed is the stream's
-// failure.
-func (s *parallelStream) settle() error {
-	s.inFlight.Wait()
-	defer func() {
-		s.spare = append(s.spare, s.pending...)
-		clear(s.pending)
-		s.pending = s.pending[:0]
-	}()
-	for _, r := range s.pending {
+// count counts the oldest pending results in the stream's tally, in
+// stream order, waiting for each, until at most keep are left; the first
+// that failed is the stream's failure.
+func (s *parallelStream) count(keep int) error {
+	for len(s.pending) > keep {
+		r := s.pending[0]
+		<-r.done
+		s.pending = s.pending[1:]
+		s.spare = append(s.spare, r)
 		if r.err != nil {
 			return r.err
 		}
 		s.rd.tally.add(r.sum, r.pages, r.zero)
 	}
+	if len(s.pending) == 0 {
+		s.pending = s.pending[:0:0] // let the backing array go back to the start
+	}
 	return nil
 }
 
-// work decodes and applies page batches until the jobs end. After a
-// failure it only lets them go, so that no stream waits on a batch
-// forever.
+// drain waits for the stream's batches in flight and returns the first
+// of them, in stream order, that failed.
+func (s *parallelStream) drain() error {
+	var first error
+	for _, r := range s.pending {
+		<-r.done
+		if first == nil {
+			first = r.err
+		}
+	}
+	s.pending = nil
+	return first
+}
+
+// work decodes and applies page batches until the jobs end. A failure
+// stops the streams; the failed batch's stream reports it, in its order.
+// After a stop a worker only lets the batches go, so that no stream
+// waits on one forever.
 func (p *ParallelApplier) work(ctx context.Context, cancel context.CancelFunc) {
 	bd := &BatchDecoder{}
 	defer bd.Close()
@@ -174,7 +192,7 @@ func (p *ParallelApplier) work(ctx context.Context, cancel context.CancelFunc) {
 			j.res.err = p.apply(bd, j)
 		}
 		if j.res.err != nil {
-			p.fail(j.res.err, cancel)
+			p.stop(cancel)
 		}
 		select {
 		case p.bufs <- j.buf:
@@ -182,7 +200,7 @@ func (p *ParallelApplier) work(ctx context.Context, cancel context.CancelFunc) {
 		}
 		j.buf = nil
 		p.sem.Release(1)
-		j.s.inFlight.Done()
+		j.res.done <- struct{}{}
 	}
 }
 
@@ -196,6 +214,7 @@ func (p *ParallelApplier) apply(bd *BatchDecoder, j *batchJob) error {
 		return newError(ErrState, j.rec.Offset, int64(j.rec.Seq), "destination region %d", b.Region).withCause(err)
 	}
 	j.res.sum, j.res.pages, j.res.zero = b.Sum, b.Len(), b.ZeroPages()
+	p.applied.Add(1)
 	p.observe(Applied{Stream: j.s.index, Type: RecordPageBatch, Region: b.Region, Pages: b.Len(), ZeroPages: b.ZeroPages()})
 	return nil
 }
@@ -207,7 +226,6 @@ type roundBarrier struct {
 	cond     sync.Cond
 	ended    []int  // rounds each stream has ended
 	finished []bool // whether each stream has ended
-	reported int    // rounds told of
 	aborted  bool
 }
 
@@ -217,38 +235,39 @@ func (b *roundBarrier) reset(streams int) {
 }
 
 // endRound counts the end of a round on stream i and waits for the other
-// streams to end it. It returns the round, counted from 0, and whether
-// stream i is the first to go on, which tells p's caller of the round.
-func (b *roundBarrier) endRound(i int, p *ParallelApplier) (round int, first bool, err error) {
+// streams to end it. The last stream to arrive tells p's caller of the
+// round before it wakes the others, so that no batch of the next round is
+// told of first, and reports that it was the last.
+func (b *roundBarrier) endRound(i int, p *ParallelApplier) (last bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended[i]++
 	r := b.ended[i]
-	b.cond.Broadcast()
-	for {
+	for arriving := true; ; arriving = false {
 		if b.aborted {
-			return 0, false, newError(ErrState, p.Offset(), -1, "stopped")
+			return false, newError(ErrState, p.Offset(), -1, "stopped")
 		}
-		all := true
+		waiting := false
 		for j, n := range b.ended {
 			if n >= r {
 				continue
 			}
 			if b.finished[j] {
-				return 0, false, newError(ErrMalformed, p.Offset(), -1, "stream %d ended after %d rounds, stream %d has more", j, n, i)
+				return false, newError(ErrMalformed, p.Offset(), -1, "stream %d ended after %d rounds, stream %d has more", j, n, i)
 			}
-			all = false
+			waiting = true
 		}
-		if all {
-			break
+		switch {
+		case !waiting && arriving:
+			// Every other stream was here first.
+			p.observe(Applied{Stream: -1, Type: RecordEndRound, Round: r - 1})
+			b.cond.Broadcast()
+			return true, nil
+		case !waiting:
+			return false, nil
 		}
 		b.cond.Wait()
 	}
-	if b.reported < r {
-		b.reported = r
-		return r - 1, true, nil
-	}
-	return r - 1, false, nil
 }
 
 // finish marks stream i ended, waking streams that wait for it.

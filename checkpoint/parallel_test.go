@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -183,9 +184,15 @@ func TestPropertyParallel(t *testing.T) {
 // and the final pages. It returns the streams' bytes and a fresh
 // destination.
 func parallelFixture(tb testing.TB, k int) ([][]byte, *memory.Region) {
+	return parallelFixtureWith(tb, k, 2, false)
+}
+
+// parallelFixtureWith is parallelFixture with rounds rounds before the
+// final pages, and, if twice, device 0's state on every stream.
+func parallelFixtureWith(tb testing.TB, k, rounds int, twice bool) ([][]byte, *memory.Region) {
 	tb.Helper()
 	src := newRegion(tb, memory.Sparse, 64, 1024, 11, memory.MixRealistic())
-	meta := Metadata{VMID: "vm", Regions: []RegionInfo{RegionInfoOf(0, src)}}
+	meta := Metadata{VMID: "vm", Profiles: []string{"P40-1Q"}, Regions: []RegionInfo{RegionInfoOf(0, src)}}
 	bufs := make([]*bytes.Buffer, k)
 	outs := make([]ParallelOut, k)
 	for i := range outs {
@@ -203,7 +210,7 @@ func parallelFixture(tb testing.TB, k int) ([][]byte, *memory.Region) {
 	}
 	defer enc.Close()
 	var set memory.PageSet
-	for range 2 {
+	for range rounds {
 		src.CollectDirty(&set)
 		writeSet(tb, pw, enc, 0, src, &set, 4)
 		if err := pw.EndRound(); err != nil {
@@ -215,6 +222,13 @@ func parallelFixture(tb testing.TB, k int) ([][]byte, *memory.Region) {
 	}
 	src.CollectDirty(&set)
 	writeSet(tb, pw, enc, 0, src, &set, 4)
+	for i := range pw.Streams() {
+		if i == 0 || twice {
+			if err := pw.Stream(i).WriteDeviceState(DeviceState{Device: 0, Data: []byte("state")}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
 	d, err := src.Digest()
 	if err != nil {
 		tb.Fatal(err)
@@ -281,6 +295,14 @@ func TestParallelHostile(t *testing.T) {
 		{"a stream of another split", func() [][]byte { return [][]byte{good[0], other[1], good[2]} }, ErrChecksum},
 		{"a stream twice", func() [][]byte { return [][]byte{good[0], good[1], good[1]} }, ErrChecksum},
 		{"a stream missing", func() [][]byte { return [][]byte{good[0], good[1]} }, ErrChecksum},
+		{"a stream of more rounds", func() [][]byte {
+			more, _ := parallelFixtureWith(t, 3, 3, false)
+			return [][]byte{good[0], good[1], more[2]}
+		}, ErrMalformed},
+		{"a device state on two streams", func() [][]byte {
+			twice, _ := parallelFixtureWith(t, 3, 2, true)
+			return twice
+		}, ErrMalformed},
 		{"a corrupt byte", func() [][]byte {
 			b := bytes.Clone(good[1])
 			b[len(b)/2] ^= 1
@@ -351,4 +373,70 @@ func TestParallelStopsStalledStreams(t *testing.T) {
 	}
 	defer pa.Close()
 	wantErr(t, pa.Run(context.Background()), ErrChecksum)
+}
+
+// TestParallelCancel: the caller's ctx done while every stream is blocked
+// in a read stops them through Stop, and Run returns the context's error,
+// the destination scrubbed.
+func TestParallelCancel(t *testing.T) {
+	good, dst := parallelFixture(t, 2)
+	stall := blockingReader{stop: make(chan struct{})}
+	var ss []ParallelStream
+	for _, s := range good {
+		rd, err := NewReader(bytes.NewReader(s), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, ParallelStream{R: io.MultiReader(bytes.NewReader(s[:rd.Offset()]), stall)})
+	}
+	pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}},
+		ParallelOptions{Workers: 2, Stop: func() { close(stall.stop) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- pa.Run(ctx) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after a cancel: %v, want context.Canceled", err)
+	}
+}
+
+// TestParallelHoldsInFlight: a stream of many one-page batches holds no
+// more batch results than InFlight and one, however long its round.
+func TestParallelHoldsInFlight(t *testing.T) {
+	src := newRegion(t, memory.Sparse, 512, 1024, 3, memory.MixRealistic())
+	meta := Metadata{VMID: "vm", Regions: []RegionInfo{RegionInfoOf(0, src)}}
+	var buf bytes.Buffer
+	pw, err := NewParallelWriter(meta, WriterOptions{}, []ParallelOut{{W: &buf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Release()
+	enc, err := NewBatchEncoder(LevelFastest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var set memory.PageSet
+	src.CollectDirty(&set)
+	writeSet(t, pw, enc, 0, src, &set, 1)
+	if err := pw.CloseWithDigests(nil); err != nil {
+		t.Fatal(err)
+	}
+	const inFlight = 2
+	pa, err := NewParallelApplier([]ParallelStream{{R: &buf}}, ReaderOptions{}, []RegionRef{{0, emptyLike(t, src, memory.Sparse)}},
+		ParallelOptions{Workers: 2, InFlight: inFlight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	if err := pa.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pa.streams[0].spare); n > inFlight+1 || set.Len() < 100 {
+		t.Fatalf("%d batch results made for %d batches, %d in flight", n, set.Len(), inFlight)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
@@ -41,6 +42,9 @@ type EngineConfig struct {
 	// (checkpoint.WriterOptions.Mixed) allows them all. Without a
 	// Chooser the engine never reads the clock.
 	Chooser Chooser
+	// Now is the clock a Chooser's encode times are taken on; nil means
+	// the wall clock. The live mode passes its injected clock.
+	Now func() time.Time
 }
 
 // withDefaults fills in the zero fields and checks the result.
@@ -245,7 +249,7 @@ func (e *Engine) copySerial(ctx context.Context, dst BatchWriter, j batchJob) (T
 		if err != nil {
 			return tr, err
 		}
-		b, next, spent, err := j.timedEncode(enc, timed)
+		b, next, spent, err := j.timedEncode(enc, timed, e.cfg.Now)
 		if err != nil {
 			return tr, wrap(ErrSource, err)
 		}

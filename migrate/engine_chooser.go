@@ -82,15 +82,19 @@ func (e *Engine) choose(enc *checkpoint.BatchEncoder, j *batchJob) (timed bool, 
 	return true, nil
 }
 
-// timedEncode is j.encode, timed on the wall clock if timed is set.
-func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool) (checkpoint.EncodedBatch, int, time.Duration, error) {
+// timedEncode is j.encode, timed on now (the wall clock if nil) if timed
+// is set.
+func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool, now func() time.Time) (checkpoint.EncodedBatch, int, time.Duration, error) {
 	if !timed {
 		b, next, err := j.encode(enc)
 		return b, next, 0, err
 	}
-	start := time.Now()
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
 	b, next, err := j.encode(enc)
-	return b, next, time.Since(start), err
+	return b, next, now().Sub(start), err
 }
 
 // observe tells the Chooser, if there is one, of batch b, written.

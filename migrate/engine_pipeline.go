@@ -27,7 +27,7 @@ type engineSlot struct {
 func (e *Engine) work() {
 	for i := range e.jobs {
 		s := e.slots[i]
-		s.batch, _, s.spent, s.err = s.job.timedEncode(s.enc, s.timed)
+		s.batch, _, s.spent, s.err = s.job.timedEncode(s.enc, s.timed, e.cfg.Now)
 		if e.afterEncode != nil {
 			e.afterEncode()
 		}

@@ -53,17 +53,9 @@ const (
 
 func newTimedConn(rw io.ReadWriter, timeout time.Duration, minRate int64) *timedConn {
 	c := &timedConn{rw: rw, conn: rw, timeout: timeout, minRate: minRate}
-	c.setConn(rw)
-	return c
-}
-
-// setConn swaps the connection under c for rw, the same connection read
-// ahead. Only the goroutine that reads and writes c calls it; close, which
-// a cancel calls from another, closes the connection as given.
-func (c *timedConn) setConn(rw io.ReadWriter) {
-	c.rw = rw
 	c.rd, _ = rw.(interface{ SetReadDeadline(time.Time) error })
 	c.wdl, _ = rw.(interface{ SetWriteDeadline(time.Time) error })
+	return c
 }
 
 // deadline returns the deadline of an I/O call starting at now.
@@ -186,8 +178,8 @@ func (c *timedConn) close() {
 type connSet []*timedConn
 
 // newConnSet wraps rws with the bounds of bounds: Timeout, and the
-// minimum rate shared out among the connections, which carry the stream
-// in turn.
+// minimum rate shared out among the connections, which carry the
+// streams side by side.
 func newConnSet(rws []io.ReadWriter, b bounds) connSet {
 	cs := make(connSet, len(rws))
 	perConn := b.minRate / int64(len(rws))
@@ -210,8 +202,8 @@ type bounds struct {
 
 // handshaking sets the handshake's deadline, handshake from now, on
 // every connection; zero handshake ends it, and clears the read deadline
-// it left on each connection: a read-ahead started next reads with the
-// deadline its consumer's next Read sets, not with the handshake's.
+// it left on each connection, so that no read waits on the handshake's
+// deadline once the handshake is over.
 func (cs connSet) handshaking(handshake time.Duration) {
 	var until time.Time
 	if handshake > 0 {

@@ -51,6 +51,9 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 		s.chooser = migrate.NewAdaptiveChooser(min(max(cfg.Engine.Workers, 1), runtime.GOMAXPROCS(0)), s.out.rate)
 		s.cfg.Engine.Chooser = s.chooser
 	}
+	if s.cfg.Engine.Now == nil {
+		s.cfg.Engine.Now = cfg.Clock.Now
+	}
 	eng, err := migrate.NewEngine(s.cfg.Engine)
 	if err != nil {
 		return nil, err
