@@ -1,6 +1,8 @@
 package migrate
 
 import (
+	"time"
+
 	"github.com/vgpusim/vgpusim/checkpoint"
 )
 
@@ -38,6 +40,16 @@ func PublishedEncodeBytesPerSec(level checkpoint.Level) float64 {
 // takes the encode rates from PublishedEncodeBytesPerSec instead of the
 // clock, and its choices then depend only on the batches and the link's
 // rate, as the simulated mode needs.
+//
+// With Now set (the live mode), the rule's choice is checked against what
+// each level achieves: the chooser sends windows of batches of one level
+// and measures the non-zero bytes a second that went out while each
+// level was sent. ChooseLevel's inputs leave out what the encoders share
+// their cores with — the other end, when both run on one machine; the
+// sockets; the hashing — and a level whose windows achieved more than the
+// rule's choice by a margin is kept instead. It tries the levels from the
+// least compression up, each only if the one before did not clearly
+// lose, and every few windows tries a neighbour of the best again.
 type AdaptiveChooser struct {
 	// Workers is how many batches are encoded at once.
 	Workers int
@@ -45,6 +57,9 @@ type AdaptiveChooser struct {
 	LinkBytesPerSec func() float64
 	// Modelled makes the encode rates the published ones.
 	Modelled bool
+	// Now, if set, is the clock the levels' achieved rates are measured
+	// on; nil measures none, and the rule alone chooses.
+	Now func() time.Time
 
 	est    [len(autoLevels)]levelEstimate
 	chosen int // batches chosen
@@ -53,6 +68,30 @@ type AdaptiveChooser struct {
 	// nonZero is the share of the raw bytes in non-zero pages, a moving
 	// average over every batch.
 	nonZero float64
+
+	// What Now measures: the window being chosen, the time of the last
+	// Observe, whether the next one follows a gap (the engine idle
+	// between copies), and each level's achieved rate.
+	winLevel checkpoint.Level
+	winLeft  int
+	windows  int
+	lastAt   time.Time
+	afterGap bool
+	achieved [len(autoLevels)]achievedRate
+}
+
+// achievedRate is what the batches of a level achieved, as decaying sums
+// of their non-zero bytes and of the time between their writes.
+type achievedRate struct {
+	bytes, secs float64
+	lastWindow  int
+}
+
+func (r achievedRate) rate() float64 {
+	if r.secs <= 0 {
+		return 0
+	}
+	return r.bytes / r.secs
 }
 
 // levelEstimate is what the batches of one level cost, on average, per
@@ -77,6 +116,22 @@ const (
 	adaptiveReprobe = 128
 	// adaptiveWeight is the moving averages' weight of a new batch.
 	adaptiveWeight = 0.2
+	// adaptiveWindow is the batches of a window that tries a level;
+	// every adaptiveExplore-th window does, the others send
+	// adaptiveExploit batches of the best.
+	adaptiveWindow  = 8
+	adaptiveExploit = 32
+	adaptiveExplore = 16
+	// adaptiveDecay weighs an achieved rate's past batches down, one
+	// batch at a time.
+	adaptiveDecay = 0.97
+	// adaptiveKeep is by how much a measured level must beat the rule's
+	// choice to be kept instead.
+	adaptiveKeep = 1.03
+	// adaptiveGap is the pause between an Observe and the next Level,
+	// with nothing in flight, after which the next batch's time is not
+	// counted: the engine was idle between copies.
+	adaptiveGap = 2 * time.Millisecond
 )
 
 // NewAdaptiveChooser returns a chooser for workers encoding at once over a
@@ -89,19 +144,84 @@ func NewAdaptiveChooser(workers int, link func() float64) *AdaptiveChooser {
 func (a *AdaptiveChooser) Level(BatchInfo) checkpoint.Level {
 	n := a.chosen
 	a.chosen++
+	if a.Now != nil {
+		if n == a.seen && !a.lastAt.IsZero() && a.Now().Sub(a.lastAt) > adaptiveGap {
+			a.afterGap = true
+		}
+		return a.windowLevel()
+	}
 	if n < adaptiveProbe*len(autoLevels) {
 		return autoLevels[n%len(autoLevels)]
 	}
 	if n%adaptiveReprobe == 0 {
-		stalest := 0
-		for i, e := range a.est {
-			if e.lastObserved < a.est[stalest].lastObserved {
-				stalest = i
-			}
-		}
-		return autoLevels[stalest]
+		return autoLevels[a.stalest()]
 	}
 	return a.Choice()
+}
+
+// stalest is the index of the level observed least recently.
+func (a *AdaptiveChooser) stalest() int {
+	stalest := 0
+	for i, e := range a.est {
+		if e.lastObserved < a.est[stalest].lastObserved {
+			stalest = i
+		}
+	}
+	return stalest
+}
+
+// windowLevel is Level with a clock: the level of the current window,
+// and, when it is over, the next window's. The levels go from the least
+// CPU and the most bytes (none) to the most CPU and the fewest (zstd), so
+// it searches them in that order: it tries a level only if the one before
+// it did not clearly lose, and later explores the neighbours of the best.
+func (a *AdaptiveChooser) windowLevel() checkpoint.Level {
+	if a.winLeft > 0 {
+		a.winLeft--
+		return a.winLevel
+	}
+	w := a.windows
+	a.windows++
+	a.winLeft = adaptiveWindow - 1
+	probed := 0
+	for probed < len(autoLevels) && a.achieved[probed].secs > 0 {
+		probed++
+	}
+	switch {
+	case probed < len(autoLevels) && (probed == 0 || !a.clearlyWorse(probed-1, probed-2)):
+		a.winLevel = autoLevels[probed]
+	case w%adaptiveExplore == 0:
+		// A neighbour of the best, the two in turn.
+		b := autoIndex(a.best())
+		n := b + 1 - 2*(w/adaptiveExplore%2)
+		if n < 0 || n >= len(autoLevels) {
+			n = 2*b - n
+		}
+		a.winLevel = autoLevels[n]
+	default:
+		a.winLevel = a.best()
+		a.winLeft = adaptiveExploit - 1
+	}
+	a.achieved[autoIndex(a.winLevel)].lastWindow = w
+	return a.winLevel
+}
+
+// clearlyWorse reports whether level i achieved less than level j by the
+// margin; false if j is out of range.
+func (a *AdaptiveChooser) clearlyWorse(i, j int) bool {
+	return j >= 0 && a.achieved[i].rate()*adaptiveKeep < a.achieved[j].rate()
+}
+
+// best is the rule's choice, unless a level achieved more by the margin.
+func (a *AdaptiveChooser) best() checkpoint.Level {
+	rule := a.Choice()
+	best, bestRate := rule, a.achieved[autoIndex(rule)].rate()*adaptiveKeep
+	for i, r := range a.achieved {
+		if r.rate() > bestRate {
+			best, bestRate = autoLevels[i], r.rate()
+		}
+	}
+	return best
 }
 
 // Choice returns the level ChooseLevel picks from what the chooser knows
@@ -130,6 +250,9 @@ func (a *AdaptiveChooser) Observe(b BatchCost) {
 	}
 	a.seen++
 	a.counts[i]++
+	if a.Now != nil {
+		a.measure(i, b)
+	}
 	nz := float64(b.RawBytes-b.ZeroBytes) / float64(b.RawBytes)
 	a.nonZero = movingAverage(a.nonZero, nz, a.seen == 1)
 	e := &a.est[i]
@@ -145,6 +268,18 @@ func (a *AdaptiveChooser) Observe(b BatchCost) {
 	e.wirePerByte = movingAverage(e.wirePerByte, float64(b.WireBytes)/nonZeroBytes, e.batches == 0)
 	e.bytesPerSec = movingAverage(e.bytesPerSec, rate, e.batches == 0)
 	e.batches++
+}
+
+// measure credits level i with b's non-zero bytes and the time since the
+// last batch was written.
+func (a *AdaptiveChooser) measure(i int, b BatchCost) {
+	now := a.Now()
+	if !a.lastAt.IsZero() && !a.afterGap {
+		r := &a.achieved[i]
+		r.bytes = r.bytes*adaptiveDecay + float64(b.RawBytes-b.ZeroBytes)
+		r.secs = r.secs*adaptiveDecay + now.Sub(a.lastAt).Seconds()
+	}
+	a.lastAt, a.afterGap = now, false
 }
 
 // movingAverage folds v into avg, or starts it at v.

@@ -163,3 +163,49 @@ func TestSimulatedAutoCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveChooserMeasured: with a clock, the chooser keeps the level
+// that achieves the most, whatever the rule says, and searches from the
+// least compression up: where S2 clearly loses to none, it never tries
+// zstd.
+func TestAdaptiveChooserMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		perSec   map[checkpoint.Level]float64 // bytes a second each level achieves
+		want     checkpoint.Level
+		neverTry checkpoint.Level
+	}{
+		{"compression costs more than it saves", map[checkpoint.Level]float64{checkpoint.LevelNone: 2e9, checkpoint.LevelS2: 1.2e9, checkpoint.LevelFastest: 0.8e9}, checkpoint.LevelNone, checkpoint.LevelFastest},
+		{"a slow link", map[checkpoint.Level]float64{checkpoint.LevelNone: 0.2e9, checkpoint.LevelS2: 0.24e9, checkpoint.LevelFastest: 0.26e9}, checkpoint.LevelFastest, 255},
+		{"in between", map[checkpoint.Level]float64{checkpoint.LevelNone: 1.0e9, checkpoint.LevelS2: 1.2e9, checkpoint.LevelFastest: 0.8e9}, checkpoint.LevelS2, 255},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(0, 0)
+			// The rule alone would pick zstd: a slow link, fast encoders.
+			a := &AdaptiveChooser{Workers: 2, LinkBytesPerSec: func() float64 { return 125e6 }, Now: func() time.Time { return now }}
+			const raw = 1 << 20
+			var pending []checkpoint.Level
+			counts, tried := map[checkpoint.Level]int{}, map[checkpoint.Level]int{}
+			for i := range 1000 {
+				pending = append(pending, a.Level(BatchInfo{}))
+				if len(pending) < 4 && i < 999 {
+					continue // four batches in flight
+				}
+				l := pending[0]
+				pending = pending[1:]
+				now = now.Add(time.Duration(raw / tc.perSec[l] * float64(time.Second)))
+				a.Observe(BatchCost{Level: l, RawBytes: raw, WireBytes: raw / 2, Encode: time.Millisecond})
+				tried[l]++
+				if i > 200 {
+					counts[l]++
+				}
+			}
+			if counts[tc.want] < 700 {
+				t.Fatalf("sent %v after the first batches, want mostly %v", counts, tc.want)
+			}
+			if tried[tc.neverTry] > 0 {
+				t.Fatalf("sent %v: tried %v, which the level before it beat", tried, tc.neverTry)
+			}
+		})
+	}
+}

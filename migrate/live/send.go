@@ -49,6 +49,7 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 	if cfg.AdaptiveCodec {
 		// The encoders run on at most GOMAXPROCS cores at once.
 		s.chooser = migrate.NewAdaptiveChooser(min(max(cfg.Engine.Workers, 1), runtime.GOMAXPROCS(0)), s.out.rate)
+		s.chooser.Now = cfg.Clock.Now
 		s.cfg.Engine.Chooser = s.chooser
 	}
 	if s.cfg.Engine.Now == nil {
