@@ -103,6 +103,7 @@ type ParallelApplier struct {
 	jobs    chan *batchJob
 	sem     *semaphore.Weighted
 	bufs    chan []byte // record buffers given back by the workers
+	warmReq chan struct{}
 	wire    atomic.Int64
 	// applied counts the page batches applied; warmedAt is its value at
 	// the last digest warm-up.
@@ -136,7 +137,7 @@ func NewParallelApplier(streams []ParallelStream, opts ReaderOptions, dst []Regi
 		popts.InFlight = 2*popts.Workers + len(streams)
 	}
 	p := &ParallelApplier{opts: popts, jobs: make(chan *batchJob, popts.InFlight),
-		sem: semaphore.NewWeighted(int64(popts.InFlight)), bufs: make(chan []byte, popts.InFlight)}
+		sem: semaphore.NewWeighted(int64(popts.InFlight)), bufs: make(chan []byte, popts.InFlight), warmReq: make(chan struct{}, 1)}
 	for i, st := range streams {
 		o := opts
 		if st.Key != nil {
@@ -225,6 +226,7 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	for range p.opts.Workers {
 		workers.Go(func() error { p.work(ctx, cancel); return nil })
 	}
+	workers.Go(func() error { p.warm(ctx); return nil })
 	var streams errgroup.Group
 	for _, s := range p.streams {
 		streams.Go(func() error {
@@ -241,6 +243,7 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	}
 	_ = streams.Wait()
 	close(p.jobs)
+	close(p.warmReq)
 	_ = workers.Wait()
 	if p.Err() == nil {
 		if err := p.finish(); err != nil {
@@ -405,11 +408,29 @@ func (p *ParallelApplier) Close() error {
 	}
 }
 
-// warmDigests brings the destination regions' digests up to date, so that the check
-// at the end of the streams hashes only the pages sent after the last
-// round: the final ones, sent while the VM is stopped. It runs on the
-// last stream to reach a round's end, while the others read on; the
+// requestWarm asks the warming goroutine to bring the destination
+// regions' digests up to date, so that the check at the end of the
+// streams hashes only the pages sent after the last round: the final
+// ones, sent while the VM is stopped. The last stream to reach a round's
+// end asks; nothing waits for it but the end of the streams, and the
 // digests are the memory package's, safe beside the workers' stores.
+func (p *ParallelApplier) requestWarm() {
+	select {
+	case p.warmReq <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// warm runs warmDigests on request until the requests end.
+func (p *ParallelApplier) warm(ctx context.Context) {
+	for range p.warmReq {
+		if ctx.Err() == nil {
+			p.warmDigests()
+		}
+	}
+}
+
+// warmDigests brings the destination regions' digests up to date.
 func (p *ParallelApplier) warmDigests() {
 	// A round that applied nothing changed nothing: a stream of empty
 	// rounds costs no hashing.

@@ -95,7 +95,7 @@ func (s *parallelStream) run(ctx context.Context) error {
 				return err
 			}
 			if last {
-				p.warmDigests()
+				p.requestWarm()
 			}
 		case RecordEndStream:
 			p.rounds.finish(s.index)

@@ -76,6 +76,8 @@ type sender struct {
 	// chooser picks each batch's codec under AdaptiveCodec; nil
 	// otherwise.
 	chooser *migrate.AdaptiveChooser
+	// warming is closed when the digests' warm-up ends; nil if none runs.
+	warming chan struct{}
 	ctx     context.Context
 	prog    reporter
 	core    *migrate.Core
@@ -110,6 +112,7 @@ func (s *sender) run() (*migrate.Report, error) {
 	// After a failure the connections are closed first (rollBack), so
 	// that no writing goroutine waits on a peer that has gone.
 	defer func() {
+		s.waitWarm()
 		_ = s.out.close()
 		if s.pw != nil {
 			_ = s.pw.Release()
