@@ -262,47 +262,7 @@ func TestDecodedPagesAreCapped(t *testing.T) {
 	defer rd.Close()
 	// A scratch buffer twice what any batch needs, filled with a marker.
 	rd.bd.scratch = bytes.Repeat([]byte{0xa5}, 2*(64<<10))
-	page := make([]byte, 4096)
-	compressed := 0
-	for {
-		typ, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if typ != RecordPageBatch {
-			continue
-		}
-		b := rd.Batch()
-		used := 0
-		for i := range b.Len() {
-			p := b.Page(i)
-			if p.Data != nil && cap(p.Data) != len(p.Data) {
-				t.Fatalf("page %d: capacity %d past its %d bytes", p.Index, cap(p.Data), len(p.Data))
-			}
-			if p.Kind == PageZstd {
-				used += 4096
-				compressed++
-			}
-			if _, err := src.ReadPage(p.Index, page); err != nil {
-				t.Fatal(err)
-			}
-			if p.Data != nil && !bytes.Equal(p.Data, page) || p.Data == nil && !memory.IsZero(page) {
-				t.Fatalf("page %d differs", p.Index)
-			}
-		}
-		for i, c := range rd.bd.scratch[used+zstdSlackBytes : cap(rd.bd.scratch)] {
-			if c != 0xa5 {
-				t.Fatalf("byte %d past the batch's %d decoded bytes and the slack was written", used+zstdSlackBytes+i, used)
-			}
-		}
-		// The next batch may write less; restore the marker.
-		for i := range rd.bd.scratch[:cap(rd.bd.scratch)] {
-			rd.bd.scratch[:cap(rd.bd.scratch)][i] = 0xa5
-		}
-	}
+	compressed := decodeCheckingNeighbours(t, rd, src)[CodecZstd]
 	if compressed < 100 {
 		t.Fatalf("only %d compressed pages: the test proves little", compressed)
 	}

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -120,4 +121,60 @@ func typedError(err error) bool {
 		}
 	}
 	return n == 1
+}
+
+// decodeCheckingNeighbours reads rd, whose decoder's scratch buffer the
+// caller filled with the marker 0xa5, to its end, and fails unless every
+// page equals src's and no decoded page reaches past its own bytes: its
+// slice is capped, and the scratch past the batch's decoded bytes (and
+// zstd's slack) still holds the marker. It returns the compressed pages
+// by codec.
+func decodeCheckingNeighbours(t *testing.T, rd *Reader, src *memory.Region) map[Codec]int {
+	t.Helper()
+	page := make([]byte, src.PageSize())
+	compressed := map[Codec]int{}
+	for {
+		typ, err := rd.Next()
+		if err == io.EOF {
+			return compressed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ != RecordPageBatch {
+			continue
+		}
+		b := rd.Batch()
+		used := 0
+		for i := range b.Len() {
+			p := b.Page(i)
+			if p.Data != nil && cap(p.Data) != len(p.Data) {
+				t.Fatalf("page %d: capacity %d past its %d bytes", p.Index, cap(p.Data), len(p.Data))
+			}
+			if p.Kind == PageCompressed {
+				used += len(page)
+				compressed[b.Codec]++
+			}
+			if _, err := src.ReadPage(p.Index, page); err != nil {
+				t.Fatal(err)
+			}
+			if p.Data != nil && !bytes.Equal(p.Data, page) || p.Data == nil && !memory.IsZero(page) {
+				t.Fatalf("page %d differs", p.Index)
+			}
+		}
+		lent := used
+		if b.Codec == CodecZstd {
+			lent += zstdSlackBytes
+		}
+		for i, c := range rd.bd.scratch[lent:cap(rd.bd.scratch)] {
+			if c != 0xa5 {
+				t.Fatalf("%v batch: byte %d past its %d decoded bytes was written", b.Codec, lent+i, used)
+			}
+		}
+		// The next batch may write less; restore the marker.
+		s := rd.bd.scratch[:cap(rd.bd.scratch)]
+		for i := range s {
+			s[i] = 0xa5
+		}
+	}
 }

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"runtime"
 	"testing"
 
@@ -197,51 +196,7 @@ func TestS2DecodedPagesAreCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 		rd.bd.scratch = bytes.Repeat([]byte{0xa5}, 2*(64<<10))
-		page := make([]byte, 4096)
-		compressed := map[Codec]int{}
-		for {
-			typ, err := rd.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ != RecordPageBatch {
-				continue
-			}
-			b := rd.Batch()
-			used := 0
-			for i := range b.Len() {
-				p := b.Page(i)
-				if p.Data != nil && cap(p.Data) != len(p.Data) {
-					t.Fatalf("page %d: capacity %d past its %d bytes", p.Index, cap(p.Data), len(p.Data))
-				}
-				if p.Kind == PageCompressed {
-					used += 4096
-					compressed[b.Codec]++
-				}
-				if _, err := src.ReadPage(p.Index, page); err != nil {
-					t.Fatal(err)
-				}
-				if p.Data != nil && !bytes.Equal(p.Data, page) || p.Data == nil && !memory.IsZero(page) {
-					t.Fatalf("page %d differs", p.Index)
-				}
-			}
-			lent := used
-			if b.Codec == CodecZstd {
-				lent += zstdSlackBytes
-			}
-			for i, c := range rd.bd.scratch[lent:cap(rd.bd.scratch)] {
-				if c != 0xa5 {
-					t.Fatalf("%v batch: byte %d past its %d decoded bytes was written", b.Codec, lent+i, used)
-				}
-			}
-			s := rd.bd.scratch[:cap(rd.bd.scratch)]
-			for i := range s {
-				s[i] = 0xa5
-			}
-		}
+		compressed := decodeCheckingNeighbours(t, rd, src)
 		rd.Close()
 		if compressed[CodecS2] < 50 || mixed && compressed[CodecZstd] < 20 {
 			t.Fatalf("mixed=%v: compressed pages by codec %v: the test proves little", mixed, compressed)
