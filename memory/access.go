@@ -60,7 +60,10 @@ func (r *Region) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // ReadPage copies page p into dst, which must be one page long, and returns
-// the page's state as of the same instant.
+// the page's state as of the same instant. It records the sum of a page
+// whose bytes are stored, as StorePage does, so that the next Digest of a
+// range whose pages were read since they changed, as a migration reads the
+// pages it sends, hashes none of their bytes again.
 func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
 	if len(dst) != r.sp.pageSize {
 		return PageState{}, ErrPageSize
@@ -76,6 +79,7 @@ func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
 		return PageState{}, ErrUnmapped
 	}
 	r.sp.readLocked(t, 0, dst)
+	r.sp.learnSum(t.abs)
 	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
 }
 

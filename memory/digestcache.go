@@ -93,9 +93,9 @@ func (sp *space) digestCache() *digestCache {
 	return c
 }
 
-// changed records that page p changed: the sum StorePage recorded for it,
-// if any, no longer holds and its digest entry is stale. The caller made
-// the change and still holds p's lock for writing.
+// changed records that page p changed: the sum recorded for it, if any, no
+// longer holds and its digest entry is stale. The caller made the change
+// and still holds p's lock for writing.
 func (sp *space) changed(p int) {
 	sp.forgetSum(p)
 	if c := sp.digest.Load(); c != nil {
@@ -229,21 +229,19 @@ func (c *digestCache) sum(pageSize, first, n int) uint64 {
 }
 
 // digestEntry returns page p's generation and the xxhash64 of its bytes,
-// read under the page's lock: zeroSum for a zero page, the sum StorePage
-// recorded if it still holds, else the hash of the bytes where they are
-// stored, or of the page generated into a scratch page.
+// read under the page's lock: zeroSum for a zero page, the sum StorePage or
+// ReadPage recorded if it still holds, else the hash of the bytes where
+// they are stored, or of the page generated into a scratch page.
 func (sp *space) digestEntry(p int, scratch **[]byte, zeroSum uint64) (uint32, uint64) {
 	l := sp.lock(p)
 	l.RLock()
 	defer l.RUnlock()
 	gen := sp.gens[p]
-	switch sp.classes[p] {
-	case ClassZero:
+	if sp.classes[p] == ClassZero {
 		return gen, zeroSum
-	case ClassExplicit:
-		if sum, ok := sp.knownSum(p); ok {
-			return gen, sum
-		}
+	}
+	if sum, ok := sp.knownSum(p); ok {
+		return gen, sum
 	}
 	if buf := sp.back.page(p); buf != nil {
 		return gen, xxhash.Sum64(buf)

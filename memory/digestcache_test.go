@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"pgregory.net/rapid"
 )
 
@@ -282,8 +283,8 @@ func concurrentWriter(t *testing.T, rng *rand.Rand, views []*Region, steps int) 
 // TestDigestCacheFacts checks what the documentation says the cache costs
 // and does: nothing for pages in their initial state, one chunk of entries
 // for a run of 512 pages with one page written, no allocation for a digest
-// after no change, and a sum StorePage recorded read instead of the page
-// until the page changes.
+// after no change, and a sum StorePage or ReadPage recorded read instead of
+// the page until the page changes.
 func TestDigestCacheFacts(t *testing.T) {
 	const pageSize = 4096
 	pages := 10 * digestChunkPages
@@ -351,6 +352,39 @@ func TestDigestCacheFacts(t *testing.T) {
 	}
 	if _, ok := r.sp.knownSum(p); ok {
 		t.Fatal("a zero page stored keeps the sum of the page before it")
+	}
+	digest()
+
+	// A page read whole has its sum recorded, as a migration's source
+	// reads the pages it sends; a zero page does not, and a write drops
+	// the sum.
+	q := 7*digestChunkPages + 3
+	if err := r.Fill(q, 1, ClassWeights); err != nil {
+		t.Fatal(err)
+	}
+	page := make([]byte, pageSize)
+	for _, c := range []struct {
+		p    int
+		want bool
+	}{{q, true}, {q + 1, false}} {
+		if _, err := r.ReadPage(c.p, page); err != nil {
+			t.Fatal(err)
+		}
+		if sum, ok := r.sp.knownSum(c.p); ok != c.want || ok && sum != xxhash.Sum64(page) {
+			t.Errorf("page %d read: recorded sum %x (%v), want one: %v", c.p, sum, ok, c.want)
+		}
+	}
+	read := digest()
+	r.sp.back.page(q)[0] ^= 1
+	if d, _ := r.Digest(); d != read {
+		t.Fatalf("the digest read the page instead of the sum ReadPage recorded")
+	}
+	r.sp.back.page(q)[0] ^= 1
+	if _, err := r.WriteAt([]byte{1}, int64(q*pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.sp.knownSum(q); ok {
+		t.Fatal("a page written keeps the sum ReadPage recorded before")
 	}
 	digest()
 }

@@ -1,19 +1,28 @@
 package memory
 
-import "sync/atomic"
+import (
+	"sync/atomic"
 
-// knownChunk holds the xxhash64 sums StorePage recorded for 128 pages: a
-// migration's destination hashes each page it stores on the goroutine that
-// stores it, so that the digest it then checks reads a recorded sum for
-// that page instead of the page's bytes. That spreads the destination's
-// hashing over its apply workers and off the stun.
+	"github.com/cespare/xxhash/v2"
+)
+
+// knownChunk holds the xxhash64 sums recorded for 128 pages as they were
+// stored (StorePage) or read whole (ReadPage): a migration's destination
+// hashes each page it stores on the goroutine that stores it, and its
+// source each page it sends on the worker that reads it, while the bytes
+// are in the cache, so that the digests both ends then compare read a
+// recorded sum for that page instead of its bytes. That spreads the
+// hashing over the copy's workers and keeps it out of the stun.
 //
-// sums[i] is written only under page i's lock held for writing, and read
-// only under that lock; ok says which sums hold and is changed with atomic
-// operations, because its bits belong to pages of 64 different locks.
+// A sum is recorded under the page's lock, read (ReadPage) or write
+// (StorePage), and dropped under its write lock when the page changes; so
+// any sum that holds while a page's lock is held is the sum of its bytes,
+// and two readers recording at once record the same value. sums and ok are
+// atomic because readers share a lock and ok's bits belong to pages of 64
+// different locks.
 type knownChunk struct {
 	ok   [knownChunkPages / 64]atomic.Uint64
-	sums [knownChunkPages]uint64
+	sums [knownChunkPages]atomic.Uint64
 }
 
 // knownChunkPages is the pages of a knownChunk: 128, so that a chunk
@@ -37,8 +46,8 @@ func knownBit(k *knownChunk, p int) (*atomic.Uint64, uint64) {
 	return &k.ok[p>>6&(knownChunkPages/64-1)], uint64(1) << (uint(p) & 63)
 }
 
-// recordSum records that page p, just stored, hashes to sum. The caller
-// holds p's lock for writing.
+// recordSum records that page p hashes to sum. The caller holds p's lock
+// and read or stored the page's bytes under it.
 func (sp *space) recordSum(p int, sum uint64) {
 	slot := &sp.known[p>>knownChunkShift]
 	k := slot.Load()
@@ -48,7 +57,7 @@ func (sp *space) recordSum(p int, sum uint64) {
 			k = slot.Load()
 		}
 	}
-	k.sums[p&(knownChunkPages-1)] = sum
+	k.sums[p&(knownChunkPages-1)].Store(sum)
 	w, bit := knownBit(k, p)
 	w.Or(bit)
 }
@@ -63,7 +72,24 @@ func (sp *space) knownSum(p int) (uint64, bool) {
 	if w, bit := knownBit(k, p); w.Load()&bit == 0 {
 		return 0, false
 	}
-	return k.sums[p&(knownChunkPages-1)], true
+	return k.sums[p&(knownChunkPages-1)].Load(), true
+}
+
+// learnSum records the sum of page p, read whole under its lock, unless
+// one already holds: only pages whose bytes are stored, which read the
+// same whatever window's seed reads them, and are not zero, for which the
+// digest needs no sum.
+func (sp *space) learnSum(p int) {
+	if sp.classes[p] == ClassZero {
+		return
+	}
+	buf := sp.back.page(p)
+	if buf == nil {
+		return
+	}
+	if _, ok := sp.knownSum(p); !ok {
+		sp.recordSum(p, xxhash.Sum64(buf))
+	}
 }
 
 // forgetSum drops the sum recorded for page p. The caller changed the page

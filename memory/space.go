@@ -41,7 +41,7 @@ type space struct {
 	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
 
 	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
-	known  []atomic.Pointer[knownChunk] // sums StorePage recorded, by 128 pages: see knownsum.go
+	known  []atomic.Pointer[knownChunk] // sums StorePage and ReadPage recorded, by 128 pages: see knownsum.go
 }
 
 func newSpace(cfg Config) *space {

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 )
 
 // benchRegionBytes is the size of the region the copy benchmarks move.
@@ -110,10 +111,11 @@ func warmEngine(b *testing.B, workers int, r *memory.Region, all *memory.PageSet
 
 // BenchmarkCopyEngine streams every page of a 1 GiB Dense region of 4 KiB
 // pages, filled with each standard mix, through a checkpoint.Writer to
-// io.Discard, with 1 and 2 workers.
+// io.Discard, with 1 and 2 workers, and 4, 8 and 14 where GOMAXPROCS
+// allows.
 func BenchmarkCopyEngine(b *testing.B) {
 	for _, m := range memory.Mixes() {
-		for _, workers := range []int{1, 2} {
+		for _, workers := range migtest.BenchWorkers() {
 			b.Run(fmt.Sprintf("mix=%s/workers=%d", m.Name, workers), func(b *testing.B) {
 				r, all := benchRegion(b, m)
 				be := warmEngine(b, workers, r, all, m)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -35,7 +36,7 @@ const liveBenchRAMBytes = 2 << 30
 // and BenchmarkCopyEngine in the same run.
 func BenchmarkLive(b *testing.B) {
 	for _, codec := range benchCodecs {
-		for _, workers := range benchWorkers() {
+		for _, workers := range migtest.BenchWorkers() {
 			for _, conns := range benchConns() {
 				b.Run(fmt.Sprintf("codec=%s/workers=%d/conns=%d", codec, workers, conns), func(b *testing.B) {
 					benchmarkLive(b, benchSendConfig(codec, workers), conns, liveBenchRAMBytes, nil)
@@ -51,18 +52,6 @@ var benchCodecs = []migrate.Codec{migrate.CodecNone, migrate.CodecS2, migrate.Co
 // benchSendConfig is the source's configuration for codec on workers.
 func benchSendConfig(codec migrate.Codec, workers int) SendConfig {
 	return SendConfig{Engine: migrate.EngineConfig{Workers: workers, Level: codec.Level()}, AdaptiveCodec: codec == migrate.CodecAuto}
-}
-
-// benchWorkers are the engine workers the benchmarks try: 1, 2, and, on a
-// machine with more cores, 4, 8 and 14 as far as GOMAXPROCS goes.
-func benchWorkers() []int {
-	ws := []int{1, 2}
-	for _, w := range []int{4, 8, 14} {
-		if w <= runtime.GOMAXPROCS(0) {
-			ws = append(ws, w)
-		}
-	}
-	return ws
 }
 
 // benchConns are the connections the benchmarks try: 1, 2 and, with 8

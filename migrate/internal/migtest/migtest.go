@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -27,6 +28,20 @@ type TB interface {
 	Helper()
 	Fatal(args ...any)
 	Fatalf(format string, args ...any)
+}
+
+// BenchWorkers are the engine workers the benchmarks of the copy engine and
+// of the live path try: 1 and 2 everywhere, and 4, 8 and 14 as far as
+// GOMAXPROCS goes, so that one run on a bigger machine (go test -cpu 16)
+// gives the scaling table.
+func BenchWorkers() []int {
+	ws := []int{1, 2}
+	for _, w := range []int{4, 8, 14} {
+		if w <= runtime.GOMAXPROCS(0) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
 
 func Must(t TB, err error) {
