@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/cespare/xxhash/v2"
+
 // PageState is what a Region knows of a page besides its bytes.
 type PageState struct {
 	// Gen counts the writes to the page since it was last scrubbed, or is
@@ -172,6 +174,11 @@ func (r *Region) StorePage(p int, data []byte, gen uint32) error {
 	if err := r.checkPages("store", p, 1); err != nil {
 		return err
 	}
+	if sb := r.sp.sparse(); sb != nil && !IsZero(data) {
+		bp := sb.newPage()
+		copy(*bp, data)
+		return r.install(p, sb, bp, ClassExplicit, gen)
+	}
 	t, ok := r.lockPage(p)
 	if !ok {
 		return ErrUnmapped
@@ -192,6 +199,12 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 	if err := r.checkPages("store", p, 1); err != nil {
 		return err
 	}
+	if sb := r.sp.sparse(); sb != nil && c != ClassZero && r.sp.storesGenerated() {
+		bp := sb.newPage()
+		t := r.resolve(p)
+		Generate(*bp, c, t.seed, t.key, gen)
+		return r.install(p, sb, bp, c, gen)
+	}
 	t, ok := r.lockPage(p)
 	if !ok {
 		return ErrUnmapped
@@ -199,6 +212,34 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 	r.sp.setLocked(t, c, gen)
 	r.markLocked(t)
 	r.unlockPage(t)
+	return nil
+}
+
+// install makes bp, a page of a sparse backing filled outside every lock
+// by StorePage or StoreGenerated, page p's bytes, of class c at generation
+// gen, and records their sum. Only the swap is made under p's lock: the
+// workers of a migration's destination store pages of one batch in turn,
+// which are pages of every lock stripe, so that a worker holding a lock
+// while it copied, generated or hashed a page held up the others behind
+// it. bp is the caller's alone until the swap, so the sum recorded is
+// that of the bytes stored, whatever the caller does with its data.
+func (r *Region) install(p int, sb *sparseBacking, bp *[]byte, c Class, gen uint32) error {
+	sum := xxhash.Sum64(*bp)
+	t, ok := r.lockPage(p)
+	if !ok {
+		sb.free(bp)
+		return ErrUnmapped
+	}
+	old := sb.install(t.abs, bp)
+	r.sp.classes[t.abs] = c
+	r.sp.gens[t.abs] = gen
+	r.sp.changed(t.abs)
+	r.sp.recordSum(t.abs, sum)
+	r.markLocked(t)
+	r.unlockPage(t)
+	if old != nil {
+		sb.free(old)
+	}
 	return nil
 }
 

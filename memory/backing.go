@@ -67,7 +67,8 @@ type sparseBacking struct {
 	bytes    atomic.Int64
 
 	slabMu sync.Mutex
-	// slab is the pages of the last slab not handed out yet, all zero.
+	// slab is the pages of the last slab (or slabs) not handed out yet,
+	// all zero.
 	slab [][]byte
 	// slabPages is the size of the next slab: it doubles from
 	// slabMinPages up to slabLimit(pageSize).
@@ -83,9 +84,11 @@ type sparseBacking struct {
 // backing, and a backing takes its fresh pages from its own last slab in
 // turn, whatever their addresses; a page freed goes to the pool alone. So:
 //   - the memory a backing holds beyond the pages it stores is the rest of
-//     its last slab: fewer than 128 pages, and never more than 8 beyond the
-//     pages it took from slabs so far — a region that touches one page in
-//     2 MiB packs those pages into slabs, it does not pin a slab for each;
+//     its last slab (of the last slabs, where goroutines that found it
+//     empty at once each made one): fewer than 128 pages a slab, and,
+//     stored one goroutine at a time, never more than 8 beyond the pages
+//     it took from slabs so far — a region that touches one page in 2 MiB
+//     packs those pages into slabs, it does not pin a slab for each;
 //   - the garbage collector frees a slab only once none of its pages is
 //     stored by a region, pooled or waiting in a slab: a region that frees
 //     most of its pages but keeps one page of each slab keeps the slabs'
@@ -174,14 +177,27 @@ func (s *sparseBacking) newPage() *[]byte {
 		return bp
 	}
 	s.slabMu.Lock()
-	defer s.slabMu.Unlock()
-	if len(s.slab) == 0 {
-		s.slab = newSlab(s.slabPages, s.pageSize)
-		s.slabPages = min(2*s.slabPages, slabLimit(s.pageSize))
+	if len(s.slab) > 0 {
+		bp := &s.slab[0]
+		s.slab = s.slab[1:]
+		s.slabMu.Unlock()
+		return bp
 	}
-	bp := &s.slab[0]
-	s.slab = s.slab[1:]
-	return bp
+	n := s.slabPages
+	s.slabPages = min(2*s.slabPages, slabLimit(s.pageSize))
+	s.slabMu.Unlock()
+	// The slab is made outside the lock, so that the workers of a
+	// destination storing fresh pages do not queue behind an allocation;
+	// two that run out at once each make one, and both go to the slab.
+	slab := newSlab(n, s.pageSize)
+	s.slabMu.Lock()
+	if len(s.slab) == 0 {
+		s.slab = slab[1:]
+	} else {
+		s.slab = append(s.slab, slab[1:]...)
+	}
+	s.slabMu.Unlock()
+	return &slab[0]
 }
 
 // newSlab returns n fresh pages of pageSize zero bytes, in one allocation,
@@ -207,9 +223,36 @@ func (s *sparseBacking) release(p int) {
 	if bp := c[i]; bp != nil {
 		c[i] = nil
 		s.bytes.Add(-int64(s.pageSize))
-		clear(*bp) // before any other region can take it: see freePages
-		freePages[s.shift].Put(bp)
+		s.free(bp)
 	}
+}
+
+// install makes bp, a page from newPage that no page holds, page p's
+// bytes, and returns the buffer p held before, or nil. The caller holds
+// p's lock for writing, and frees the old buffer (free) once it let go of
+// the lock: a page is filled and freed outside its lock and only swapped
+// under it.
+func (s *sparseBacking) install(p int, bp *[]byte) (old *[]byte) {
+	slot := &s.chunks[p>>sparseChunkShift]
+	c := slot.Load()
+	if c == nil {
+		c = new(sparseChunk)
+		if !slot.CompareAndSwap(nil, c) {
+			c = slot.Load()
+		}
+	}
+	i := p & (1<<sparseChunkShift - 1)
+	old, c[i] = c[i], bp
+	if old == nil {
+		s.bytes.Add(int64(s.pageSize))
+	}
+	return old
+}
+
+// free clears bp, a buffer no page holds, and pools it.
+func (s *sparseBacking) free(bp *[]byte) {
+	clear(*bp) // before any other region can take it: see freePages
+	freePages[s.shift].Put(bp)
 }
 
 func (s *sparseBacking) resident() int64 { return s.bytes.Load() }

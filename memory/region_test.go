@@ -231,6 +231,31 @@ func TestSparseAllocatesOnlyForNonZeroWrites(t *testing.T) {
 	if got := r.ResidentBytes(); got != 0 {
 		t.Fatalf("zero fill kept %d bytes", got)
 	}
+
+	// A migration's destination stores zero pages as ClassZero, and
+	// stores over a page it holds in the page's place.
+	page := make([]byte, 4096)
+	for _, c := range []struct {
+		what  string
+		store func() error
+		pages int64
+	}{
+		{"zero page stored", func() error { return r.StorePage(3, page, 1) }, 0},
+		{"zero class stored", func() error { return r.StoreGenerated(4, ClassZero, 1) }, 0},
+		{"page stored", func() error { page[9] = 1; return r.StorePage(3, page, 2) }, 1},
+		{"page stored again", func() error { page[9] = 2; return r.StorePage(3, page, 3) }, 1},
+		{"class stored", func() error { return r.StoreGenerated(4, ClassText, 2) }, 2},
+		{"class stored over a page", func() error { return r.StoreGenerated(3, ClassWeights, 4) }, 2},
+		{"zero class stored over a page", func() error { return r.StoreGenerated(4, ClassZero, 3) }, 1},
+		{"zero page stored over a page", func() error { clear(page); return r.StorePage(3, page, 5) }, 0},
+	} {
+		if err := c.store(); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if got := r.ResidentBytes(); got != c.pages*4096 {
+			t.Fatalf("%s: %d bytes held, want %d pages", c.what, got, c.pages)
+		}
+	}
 }
 
 func TestGenerationsCountWrites(t *testing.T) {

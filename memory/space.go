@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,11 @@ import (
 // guarded by lock p mod lockStripes: enough stripes that writers of
 // different pages rarely meet, few enough that a region's locks fit in 16 KiB.
 const lockStripes = 256
+
+// scrubMinWorkerPages is the pages a scrub gives each of its goroutines at
+// least: 64 MiB of 4 KiB pages, so that a small region is scrubbed on the
+// caller's goroutine alone.
+const scrubMinWorkerPages = 16384
 
 type paddedRWMutex struct {
 	sync.RWMutex
@@ -94,6 +100,12 @@ type target struct {
 	seed uint64
 	key  uint64
 	win  *Region
+}
+
+// sparse returns sp's backing if it is sparse, else nil.
+func (sp *space) sparse() *sparseBacking {
+	sb, _ := sp.back.(*sparseBacking)
+	return sb
 }
 
 // storesGenerated reports whether generated content is materialized into
@@ -192,16 +204,33 @@ func (sp *space) scrubLocked(p int) {
 // scrubs that stripe's pages of the range under it, rather than locking
 // each page in turn: a 1 GiB window of 4 KiB pages is 262,144 pages, and a
 // lock per page was most of the cost of creating and destroying a vGPU.
+// A large range is scrubbed by up to GOMAXPROCS goroutines, each taking
+// stripes in turn: clearing the pages a VM leaves behind is most of what
+// a migration's source does after the destination resumed it, and one
+// core clears a few GB a second where the machine's memory takes more.
 func (sp *space) scrub(first, n int) {
 	stripes := min(n, lockStripes)
-	for s := range stripes {
-		p0 := first + s
-		l := sp.lock(p0)
-		l.Lock()
-		for p := p0; p < first+n; p += lockStripes {
-			sp.scrubLocked(p)
+	scrubStripes := func(from, step int) {
+		for s := from; s < stripes; s += step {
+			p0 := first + s
+			l := sp.lock(p0)
+			l.Lock()
+			for p := p0; p < first+n; p += lockStripes {
+				sp.scrubLocked(p)
+			}
+			l.Unlock()
 		}
-		l.Unlock()
+	}
+	workers := min(runtime.GOMAXPROCS(0), n/scrubMinWorkerPages, stripes)
+	if workers <= 1 {
+		scrubStripes(0, 1)
+	} else {
+		var wg sync.WaitGroup
+		for w := 1; w < workers; w++ {
+			wg.Go(func() { scrubStripes(w, workers) })
+		}
+		scrubStripes(0, workers)
+		wg.Wait()
 	}
 	sp.changedRange(first, n)
 }
