@@ -70,6 +70,12 @@ func digestMachine(t *rapid.T) {
 			_, err = r.WriteAt(b, int64(p*pageSize))
 			must(err)
 		},
+		"read": func(t *rapid.T) {
+			// Records the page's sum, which the digest then reads.
+			r := view(t)
+			_, err := r.ReadPage(rapid.IntRange(0, r.Pages()-1).Draw(t, "page"), make([]byte, pageSize))
+			must(err)
+		},
 		"fill": func(t *rapid.T) {
 			r := view(t)
 			first := rapid.IntRange(0, r.Pages()-1).Draw(t, "first")
@@ -247,11 +253,12 @@ func TestDigestWithConcurrentWriters(t *testing.T) {
 func concurrentWriter(t *testing.T, rng *rand.Rand, views []*Region, steps int) {
 	ps := views[0].PageSize()
 	data := bytes.Repeat([]byte{0xa5}, ps)
+	read := make([]byte, ps)
 	for range steps {
 		r := views[rng.IntN(len(views))]
 		p := rng.IntN(r.Pages())
 		var err error
-		switch rng.IntN(8) {
+		switch rng.IntN(9) {
 		case 0:
 			off := int64(p*ps + rng.IntN(ps))
 			_, err = r.WriteAt(data[:min(int64(1+rng.IntN(ps)), r.Size()-off)], off)
@@ -270,6 +277,8 @@ func concurrentWriter(t *testing.T, rng *rand.Rand, views []*Region, steps int) 
 			if r != views[0] && rng.IntN(10) == 0 {
 				err = r.Scrub()
 			}
+		case 7:
+			_, err = r.ReadPage(p, read) // records the page's sum
 		default:
 			_, err = r.WriteAt(make([]byte, ps), int64(p*ps))
 		}

@@ -74,12 +74,19 @@
 // to a page marks its bit after the change, and a digest recomputes only the
 // stale entries, under their pages' locks, before hashing the entries of its
 // range in one pass (about 0.3 ms for 2 GiB of 4 KiB pages). A page stored
-// with StorePage is hashed by the goroutine that stores it and its sum
-// recorded, so that a migration's destination, which applies pages on many
-// goroutines, spreads its digest's work over them. The cache takes one bit
-// a page, and 12 bytes a page in runs of 512 pages of which one was out of
+// with StorePage (in a Sparse region, StoreGenerated too), or read whole
+// with ReadPage, is hashed by the goroutine that stores or reads it and
+// its sum recorded until the page changes, so that a migration's destination, which applies pages on
+// many goroutines, and its source, which reads them on many, spread their
+// digests' work over them and out of the stun. The cache takes one bit a
+// page, and 12 bytes a page in runs of 512 pages of which one was out of
 // its initial state at a digest — nothing before the first digest; a
-// recorded sum takes about eight bytes a stored page.
+// recorded sum takes about eight bytes a stored or read page.
+//
+// In a Sparse region a page is stored in a fresh page buffer, filled and
+// hashed before the page's lock is taken and swapped in under it, so that
+// the many goroutines of a destination storing pages of every lock stripe
+// in turn do not wait on one another.
 //
 // # Write patterns
 //
