@@ -151,20 +151,26 @@ func (s *sparseBacking) page(p int) []byte {
 }
 
 func (s *sparseBacking) alloc(p int) []byte {
-	slot := &s.chunks[p>>sparseChunkShift]
-	c := slot.Load()
-	if c == nil {
-		c = new(sparseChunk)
-		if !slot.CompareAndSwap(nil, c) {
-			c = slot.Load()
-		}
-	}
-	i := p & (1<<sparseChunkShift - 1)
-	if c[i] == nil {
-		c[i] = s.newPage()
+	slot := s.slot(p)
+	if *slot == nil {
+		*slot = s.newPage()
 		s.bytes.Add(int64(s.pageSize))
 	}
-	return *c[i]
+	return **slot
+}
+
+// slot returns page p's slot in its chunk, making the chunk if it has none.
+// The caller holds p's lock for writing.
+func (s *sparseBacking) slot(p int) **[]byte {
+	chunk := &s.chunks[p>>sparseChunkShift]
+	c := chunk.Load()
+	if c == nil {
+		c = new(sparseChunk)
+		if !chunk.CompareAndSwap(nil, c) {
+			c = chunk.Load()
+		}
+	}
+	return &c[p&(1<<sparseChunkShift-1)]
 }
 
 // newPage returns a page of zeros, a freed one if the pool has one, else
@@ -233,16 +239,8 @@ func (s *sparseBacking) release(p int) {
 // the lock: a page is filled and freed outside its lock and only swapped
 // under it.
 func (s *sparseBacking) install(p int, bp *[]byte) (old *[]byte) {
-	slot := &s.chunks[p>>sparseChunkShift]
-	c := slot.Load()
-	if c == nil {
-		c = new(sparseChunk)
-		if !slot.CompareAndSwap(nil, c) {
-			c = slot.Load()
-		}
-	}
-	i := p & (1<<sparseChunkShift - 1)
-	old, c[i] = c[i], bp
+	slot := s.slot(p)
+	old, *slot = *slot, bp
 	if old == nil {
 		s.bytes.Add(int64(s.pageSize))
 	}
