@@ -123,46 +123,76 @@ func (c limitedConn) Write(p []byte) (int, error) {
 }
 
 func benchmarkLive(b *testing.B, cfg SendConfig, conns int, ramBytes int64, lim *linkLimiter) {
-	hosts := [2]*vgpu.Host{}
-	for i := range hosts {
-		h, err := vgpu.NewHost(vgpu.HostConfig{Name: []string{"a", "b"}[i], Memory: memory.Sparse, Seed: uint64(i + 1)})
-		must(b, err)
-		hosts[i] = h
-	}
-	vm, err := hosts[0].CreateVM(vgpu.VMSpec{ID: "bench", RAMBytes: ramBytes, RAMFootprintBytes: ramBytes,
-		Profiles: []string{"P40-1Q"}})
-	must(b, err)
-	must(b, vm.Start())
-	must(b, vm.Pause())
+	lb := newLiveBench(b, ramBytes)
 	b.SetBytes(ramBytes)
 	b.ReportAllocs()
 	var wire, raw int64
 	var stun time.Duration
 	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		sc, dc := loopbackConns(b, conns)
-		src := rws(sc)
-		if lim != nil {
-			for j, c := range sc {
-				src[j] = limitedConn{Conn: c, lim: lim}
-			}
-		}
-		b.StartTimer()
-		res := liveMigrate(context.Background(), vm, hosts[(i+1)%2], src, rws(dc), cfg, ReceiveConfig{})
-		if res.srcErr != nil || res.dstErr != nil {
-			b.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
-		}
-		b.StopTimer()
-		vm = res.in
+	for range b.N {
+		res, _ := lb.migrate(b, cfg, conns, lim)
 		wire, raw, stun = wire+res.srcRep.WireBytes, raw+res.srcRep.RawBytes, stun+res.srcRep.Stun
-		for _, c := range append(sc, dc...) {
-			c.Close()
-		}
-		b.StartTimer()
 	}
 	b.ReportMetric(float64(wire)/float64(max(raw, 1)), "wire/raw")
 	b.ReportMetric(float64(stun.Milliseconds())/float64(b.N), "stun-ms")
+}
+
+// liveBench is a paused VM, filled with the realistic mix, that the live
+// benchmarks move from host to host.
+type liveBench struct {
+	hosts [2]*vgpu.Host
+	vm    *vgpu.VM
+	moves int
+}
+
+// newLiveBench makes two hosts with sparse memory (a dense host reserves
+// 24 GiB per P40, more than a small machine lets a process map) and a
+// paused P40-1Q VM of ramBytes of guest RAM, all of it in use.
+func newLiveBench(b *testing.B, ramBytes int64) *liveBench {
+	b.Helper()
+	lb := &liveBench{}
+	for i := range lb.hosts {
+		h, err := vgpu.NewHost(vgpu.HostConfig{Name: []string{"a", "b"}[i], Memory: memory.Sparse, Seed: uint64(i + 1)})
+		must(b, err)
+		lb.hosts[i] = h
+	}
+	vm, err := lb.hosts[0].CreateVM(vgpu.VMSpec{ID: "bench", RAMBytes: ramBytes, RAMFootprintBytes: ramBytes,
+		Profiles: []string{"P40-1Q"}})
+	must(b, err)
+	must(b, vm.Start())
+	must(b, vm.Pause())
+	lb.vm = vm
+	return lb
+}
+
+// migrate moves the VM to the other host over conns fresh loopback
+// connections, their writes held to lim if it is not nil, and returns
+// what both ends returned and how long the migration took. The benchmark
+// timer runs for the migration alone.
+func (lb *liveBench) migrate(b *testing.B, cfg SendConfig, conns int, lim *linkLimiter) (liveResult, time.Duration) {
+	b.StopTimer()
+	sc, dc := loopbackConns(b, conns)
+	src := rws(sc)
+	if lim != nil {
+		for j, c := range sc {
+			src[j] = limitedConn{Conn: c, lim: lim}
+		}
+	}
+	b.StartTimer()
+	start := time.Now()
+	res := liveMigrate(context.Background(), lb.vm, lb.hosts[(lb.moves+1)%2], src, rws(dc), cfg, ReceiveConfig{})
+	took := time.Since(start)
+	b.StopTimer()
+	if res.srcErr != nil || res.dstErr != nil {
+		b.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
+	}
+	lb.vm = res.in
+	lb.moves++
+	for _, c := range append(sc, dc...) {
+		c.Close()
+	}
+	b.StartTimer()
+	return res, took
 }
 
 // tcpBaselineBytes is what BenchmarkBaseline/op=tcp moves per iteration,
@@ -172,41 +202,60 @@ const tcpBaselineBytes = 512 << 20
 // benchmarkTCP is the live path's limit: raw 1 MiB writes over conns TCP
 // loopback connections at once, each to a reader that discards them.
 func benchmarkTCP(b *testing.B, conns int) {
-	sc, dc := loopbackConns(b, conns)
-	var readers errgroup.Group
-	for _, c := range dc {
-		readers.Go(func() error {
-			_, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, make([]byte, 1<<20))
-			return err
-		})
-	}
-	buf := make([]byte, 1<<20)
+	l := newTCPLink(b, conns)
 	b.SetBytes(tcpBaselineBytes)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		var writers errgroup.Group
-		for _, c := range sc {
-			writers.Go(func() error {
-				for n := 0; n < tcpBaselineBytes/conns; n += len(buf) {
-					if _, err := c.Write(buf); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
-		if err := writers.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		must(b, l.send(tcpBaselineBytes))
 	}
 	b.StopTimer()
-	for _, c := range sc {
+	l.close(b)
+}
+
+// tcpLink is conns TCP loopback connections, each read by a goroutine that
+// discards what it reads.
+type tcpLink struct {
+	sc, dc  []net.Conn
+	readers errgroup.Group
+	buf     []byte
+}
+
+func newTCPLink(b *testing.B, conns int) *tcpLink {
+	l := &tcpLink{buf: make([]byte, 1<<20)}
+	l.sc, l.dc = loopbackConns(b, conns)
+	for _, c := range l.dc {
+		l.readers.Go(func() error {
+			_, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, make([]byte, 1<<20))
+			return err
+		})
+	}
+	return l
+}
+
+// send writes n bytes, in 1 MiB writes, spread evenly over the
+// connections, all at once.
+func (l *tcpLink) send(n int64) error {
+	var writers errgroup.Group
+	for _, c := range l.sc {
+		writers.Go(func() error {
+			for sent := int64(0); sent < n/int64(len(l.sc)); sent += int64(len(l.buf)) {
+				if _, err := c.Write(l.buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return writers.Wait()
+}
+
+// close ends the connections and waits for the readers.
+func (l *tcpLink) close(b *testing.B) {
+	for _, c := range l.sc {
 		c.(*net.TCPConn).CloseWrite()
 	}
-	if err := readers.Wait(); err != nil {
-		b.Fatal(err)
-	}
+	must(b, l.readers.Wait())
 }
 
 // BenchmarkBaseline/op=tcp/conns=K is the loopback connections alone, the
