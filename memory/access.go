@@ -218,11 +218,11 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 // install makes bp, a page of a sparse backing filled outside every lock
 // by StorePage or StoreGenerated, page p's bytes, of class c at generation
 // gen, and records their sum. Only the swap is made under p's lock: the
-// workers of a migration's destination store pages of one batch in turn,
-// which are pages of every lock stripe, so that a worker holding a lock
-// while it copied, generated or hashed a page held up the others behind
-// it. bp is the caller's alone until the swap, so the sum recorded is
-// that of the bytes stored, whatever the caller does with its data.
+// workers of a migration's destination each store the pages of a batch in
+// turn, which are pages of every lock stripe, and a worker that held a
+// lock while it copied, generated or hashed a page held up the others
+// behind it. bp is the caller's alone until the swap, so the sum recorded
+// is that of the bytes stored, whatever the caller does with its data.
 func (r *Region) install(p int, sb *sparseBacking, bp *[]byte, c Class, gen uint32) error {
 	sum := xxhash.Sum64(*bp)
 	t, ok := r.lockPage(p)
