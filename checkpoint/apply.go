@@ -46,6 +46,10 @@ const (
 	failed
 )
 
+// succeeded reports whether the stream was applied whole and verified:
+// what the applier's results and a commit wait for.
+func (s applierState) succeeded() bool { return s == verified || s == committed }
+
 // NewApplier returns an Applier of the stream rd, which must not have
 // returned any record yet, into dst: exactly one destination for each
 // region the metadata declares, with the declared page size, page count
@@ -201,7 +205,7 @@ func (a *Applier) Abort() {
 // copied from the stream — in the stream's order; nil before then or
 // after a failure.
 func (a *Applier) RegionDigests() []RegionDigest {
-	if a.state != verified && a.state != committed {
+	if !a.state.succeeded() {
 		return nil
 	}
 	return append([]RegionDigest(nil), a.digests...)
@@ -214,7 +218,7 @@ func (a *Applier) Err() error { return a.err }
 // order, once the end of the stream has been verified; before that, or
 // after a failure, it returns nil. The blobs are copies the caller owns.
 func (a *Applier) DeviceStates() []DeviceState {
-	if a.state != verified && a.state != committed {
+	if !a.state.succeeded() {
 		return nil
 	}
 	return a.devices

@@ -323,21 +323,29 @@ func newBenchOpsAt(b *testing.B, m memory.Mix, batch int, level Level) *benchOps
 func runBench(b *testing.B, suffix string, op func(*benchOps) func(), after func(*testing.B, *benchOps)) {
 	for _, m := range memory.Mixes() {
 		for _, bb := range benchBatches {
-			b.Run(fmt.Sprintf("mix=%s/batch=%s%s", m.Name, bb.name, suffix), func(b *testing.B) {
-				o := newBenchOps(b, m, bb.bytes)
-				defer o.close()
-				f := op(o)
-				b.SetBytes(int64(bb.bytes))
-				b.ReportAllocs()
-				for b.Loop() {
-					f()
-				}
-				if after != nil {
-					after(b, o)
-				}
-			})
+			benchCase(b, fmt.Sprintf("mix=%s/batch=%s%s", m.Name, bb.name, suffix), bb.bytes,
+				func(b *testing.B) *benchOps { return newBenchOps(b, m, bb.bytes) }, op, after)
 		}
 	}
+}
+
+// benchCase is one case of runBench or runCodecBench: op on the benchOps
+// open makes, batchBytes a call, then after.
+func benchCase(b *testing.B, name string, batchBytes int, open func(*testing.B) *benchOps,
+	op func(*benchOps) func(), after func(*testing.B, *benchOps)) {
+	b.Run(name, func(b *testing.B) {
+		o := open(b)
+		defer o.close()
+		f := op(o)
+		b.SetBytes(int64(batchBytes))
+		b.ReportAllocs()
+		for b.Loop() {
+			f()
+		}
+		if after != nil {
+			after(b, o)
+		}
+	})
 }
 
 // benchCodecs are the codecs of BenchmarkEncode and BenchmarkDecode.
@@ -352,19 +360,8 @@ func runCodecBench(b *testing.B, op func(*benchOps) func(), after func(*testing.
 	for _, m := range memory.Mixes() {
 		for _, bb := range benchBatches {
 			for _, c := range benchCodecs {
-				b.Run(fmt.Sprintf("mix=%s/batch=%s/codec=%s", m.Name, bb.name, c.name), func(b *testing.B) {
-					o := newBenchOpsAt(b, m, bb.bytes, c.level)
-					defer o.close()
-					f := op(o)
-					b.SetBytes(int64(bb.bytes))
-					b.ReportAllocs()
-					for b.Loop() {
-						f()
-					}
-					if after != nil {
-						after(b, o)
-					}
-				})
+				benchCase(b, fmt.Sprintf("mix=%s/batch=%s/codec=%s", m.Name, bb.name, c.name), bb.bytes,
+					func(b *testing.B) *benchOps { return newBenchOpsAt(b, m, bb.bytes, c.level) }, op, after)
 			}
 		}
 	}

@@ -80,11 +80,7 @@ func TestPropertyCodecs(t *testing.T) {
 		if mixed {
 			levels = []Level{LevelFastest, LevelDefault, LevelBetter, LevelBest, LevelNone, LevelS2}
 		}
-		ropts := ReaderOptions{}
-		if rapid.Bool().Draw(t, "encrypt") {
-			wopts.Encryption, wopts.Key = EncryptionRequired, testKey
-			ropts.Encryption, ropts.Key = EncryptionRequired, testKey
-		}
+		ropts := drawEncryption(t, &wopts)
 		var stream bytes.Buffer
 		w, err := NewWriter(&stream, meta, wopts)
 		if err != nil {
@@ -189,18 +185,7 @@ func TestPropertyCodecs(t *testing.T) {
 		}
 		got := map[propKey]propVal{}
 		var gotCodecs []Codec
-		for {
-			typ, err := rd.Next()
-			if err != nil {
-				if rd.Done() {
-					break
-				}
-				t.Fatal(err)
-			}
-			if typ != RecordPageBatch {
-				continue
-			}
-			b := rd.Batch()
+		eachBatch(t, rd, func(b *Batch) {
 			if !rd.Header().Codec.Allows(b.Codec) {
 				t.Fatalf("batch of codec %v in a stream of %v", b.Codec, rd.Header().Codec)
 			}
@@ -213,7 +198,7 @@ func TestPropertyCodecs(t *testing.T) {
 				}
 				got[propKey{b.Region, p.Index}] = propVal{p.Gen, bytes.Clone(data)}
 			}
-		}
+		})
 		if len(got) != len(want) {
 			t.Fatalf("%d pages delivered, want %d", len(got), len(want))
 		}

@@ -373,17 +373,7 @@ func TestHostileBatches(t *testing.T) {
 		// for the reason they name.
 		frame := zstdFrame(4096, 0, rawBlock(page, true))
 		data := craftStream(t, meta, CodecZstd, rawRecord{typ: RecordPageBatch, payload: batchPayload([]int{1, 2}, []PageKind{PageZstd, PageRaw}, frame, page)})
-		rd, err := NewReader(bytes.NewReader(data), ReaderOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		if typ, err := rd.Next(); err != nil || typ != RecordPageBatch {
-			t.Fatalf("%v %v", typ, err)
-		}
-		if p := rd.Batch().Page(0); !bytes.Equal(p.Data, page) || p.Index != 1 || p.Kind != PageZstd {
-			t.Fatalf("page %+v", p)
-		}
+		firstPageReads(t, data, page, PageZstd)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vgpusim/vgpusim/memory"
+	"pgregory.net/rapid"
 )
 
 var (
@@ -99,6 +100,54 @@ func readAllWith(rd *Reader, data []byte, opts ReaderOptions) error {
 			}
 			return err
 		}
+	}
+}
+
+// eachBatch reads rd to the end of its stream and hands each page batch to
+// f; any other error fails t.
+func eachBatch(t fataler, rd *Reader, f func(*Batch)) {
+	t.Helper()
+	for {
+		typ, err := rd.Next()
+		if err != nil {
+			if rd.Done() {
+				return
+			}
+			t.Fatal(err)
+		}
+		if typ == RecordPageBatch {
+			f(rd.Batch())
+		}
+	}
+}
+
+// drawEncryption draws whether a property test's stream is encrypted, and
+// if so sets wopts to encrypt it with testKey; it returns the options that
+// read it.
+func drawEncryption(t *rapid.T, wopts *WriterOptions) ReaderOptions {
+	if !rapid.Bool().Draw(t, "encrypt") {
+		return ReaderOptions{}
+	}
+	wopts.Encryption, wopts.Key = EncryptionRequired, testKey
+	return ReaderOptions{Encryption: EncryptionRequired, Key: testKey}
+}
+
+// firstPageReads checks that data, a crafted stream whose first batch
+// stores page at index 1 as kind, reads as that: the well-formed twin of a
+// table of malformed streams, so that each of those fails for the reason
+// it names.
+func firstPageReads(t *testing.T, data, page []byte, kind PageKind) {
+	t.Helper()
+	rd, err := NewReader(bytes.NewReader(data), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if typ, err := rd.Next(); err != nil || typ != RecordPageBatch {
+		t.Fatalf("%v %v", typ, err)
+	}
+	if p := rd.Batch().Page(0); !bytes.Equal(p.Data, page) || p.Index != 1 || p.Kind != kind {
+		t.Fatalf("page %+v", p)
 	}
 }
 

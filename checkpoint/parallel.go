@@ -268,7 +268,7 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 // returns the failure. After Run succeeded it does nothing.
 func (p *ParallelApplier) fail(err error, cancel context.CancelFunc) error {
 	p.mu.Lock()
-	if p.state == verified || p.state == committed {
+	if p.state.succeeded() {
 		p.mu.Unlock()
 		return nil
 	}
@@ -375,7 +375,7 @@ func (p *ParallelApplier) Err() error {
 func (p *ParallelApplier) DeviceStates() []DeviceState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state != verified && p.state != committed {
+	if !p.state.succeeded() {
 		return nil
 	}
 	return slices.Clone(p.devices)
@@ -387,7 +387,7 @@ func (p *ParallelApplier) DeviceStates() []DeviceState {
 func (p *ParallelApplier) RegionDigests() []RegionDigest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state != verified && p.state != committed {
+	if !p.state.succeeded() {
 		return nil
 	}
 	return slices.Clone(p.digests)

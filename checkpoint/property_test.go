@@ -34,11 +34,7 @@ func TestPropertyRounds(t *testing.T) {
 		meta.Profiles = []string{"P40-3q"}
 		level := Level(rapid.IntRange(0, int(LevelNone)).Draw(t, "level"))
 		wopts := WriterOptions{Level: level, BatchBytes: ps * rapid.IntRange(1, 20).Draw(t, "batchPages")}
-		ropts := ReaderOptions{}
-		if rapid.Bool().Draw(t, "encrypt") {
-			wopts.Encryption, wopts.Key = EncryptionRequired, testKey
-			ropts.Encryption, ropts.Key = EncryptionRequired, testKey
-		}
+		ropts := drawEncryption(t, &wopts)
 		var stream bytes.Buffer
 		w, err := NewWriter(&stream, meta, wopts)
 		if err != nil {

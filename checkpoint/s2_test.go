@@ -74,17 +74,7 @@ func TestHostileS2Batches(t *testing.T) {
 		// The same construction, well formed, reads.
 		layout := batchPayload([]int{1, 2}, []PageKind{PageCompressed, PageRaw}, s2.Encode(nil, page), page)
 		data := craftStream(t, meta, CodecS2, rawRecord{typ: RecordCodedBatch, payload: codedPayload(byte(CodecS2), layout)})
-		rd, err := NewReader(bytes.NewReader(data), ReaderOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		if typ, err := rd.Next(); err != nil || typ != RecordPageBatch {
-			t.Fatalf("%v %v", typ, err)
-		}
-		if p := rd.Batch().Page(0); !bytes.Equal(p.Data, page) || p.Index != 1 || p.Kind != PageCompressed {
-			t.Fatalf("page %+v", p)
-		}
+		firstPageReads(t, data, page, PageCompressed)
 	})
 	t.Run("a lying block allocates nothing", func(t *testing.T) {
 		data := craftStream(t, meta, CodecS2, rawRecord{typ: RecordCodedBatch,

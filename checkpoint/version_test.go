@@ -306,25 +306,14 @@ func TestGoldenCodecs(t *testing.T) {
 		}
 		compressed := map[Codec]int{}
 		batches := map[Codec]int{}
-		for {
-			typ, err := rd.Next()
-			if err != nil {
-				if rd.Done() {
-					break
-				}
-				t.Fatal(err)
-			}
-			if typ != RecordPageBatch {
-				continue
-			}
-			b := rd.Batch()
+		eachBatch(t, rd, func(b *Batch) {
 			batches[b.Codec]++
 			for i := range b.Len() {
 				if b.Page(i).Kind == PageCompressed {
 					compressed[b.Codec]++
 				}
 			}
-		}
+		})
 		rd.Close()
 		for _, c := range want {
 			if batches[c] == 0 || c != CodecNone && compressed[c] == 0 {

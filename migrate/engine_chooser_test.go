@@ -52,22 +52,7 @@ var chooserLevels = []checkpoint.Level{checkpoint.LevelS2, checkpoint.LevelFaste
 // level pick gives it, in a mixed stream.
 func chosenReference(t tb, r *memory.Region, set *memory.PageSet, batchBytes int, pick func(BatchInfo) checkpoint.Level) ([]byte, Traffic) {
 	t.Helper()
-	all := set == nil
-	if all {
-		var err error
-		set, err = usedPages(r, memory.NewPageSet(0))
-		must(t, err)
-	}
-	enc, err := checkpoint.NewBatchEncoder(checkpoint.LevelFastest)
-	must(t, err)
-	defer enc.Close()
-	var tr Traffic
-	opts := checkpoint.WriterOptions{Mixed: true, BatchBytes: batchBytes}
-	stream := streamWith(t, r, opts, all, func(w *checkpoint.Writer) error {
-		tr, err = encodePagesChosen(enc, r, 0, set, batchBytes, pick, w.WriteBatch)
-		return err
-	})
-	return stream, tr
+	return referenceWith(t, r, set, checkpoint.WriterOptions{Mixed: true, BatchBytes: batchBytes}, checkpoint.LevelFastest, pick)
 }
 
 // checkObserved checks what a Chooser was told against what it chose and

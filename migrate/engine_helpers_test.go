@@ -128,6 +128,15 @@ func usedPages(r *memory.Region, dst *memory.PageSet) (*memory.PageSet, error) {
 // referenceStream is the stream of the serial reference, encodePages.
 func referenceStream(t tb, r *memory.Region, set *memory.PageSet, level checkpoint.Level, batchBytes int) ([]byte, Traffic) {
 	t.Helper()
+	return referenceWith(t, r, set, checkpoint.WriterOptions{Level: level, BatchBytes: batchBytes}, level, nil)
+}
+
+// referenceWith is the stream of the serial reference (encodePagesChosen)
+// copying set (nil for every used page) into a Writer of opts, its
+// batches encoded at level or, if pick is set, at what pick says.
+func referenceWith(t tb, r *memory.Region, set *memory.PageSet, opts checkpoint.WriterOptions, level checkpoint.Level,
+	pick func(BatchInfo) checkpoint.Level) ([]byte, Traffic) {
+	t.Helper()
 	all := set == nil
 	if all {
 		var err error
@@ -138,8 +147,8 @@ func referenceStream(t tb, r *memory.Region, set *memory.PageSet, level checkpoi
 	must(t, err)
 	defer enc.Close()
 	var tr Traffic
-	stream := streamOf(t, r, level, batchBytes, all, func(w *checkpoint.Writer) error {
-		tr, err = encodePages(enc, r, 0, set, batchBytes, w.WriteBatch)
+	stream := streamWith(t, r, opts, all, func(w *checkpoint.Writer) error {
+		tr, err = encodePagesChosen(enc, r, 0, set, opts.BatchBytes, pick, w.WriteBatch)
 		return err
 	})
 	return stream, tr
