@@ -177,7 +177,7 @@ func (r *Region) StorePage(p int, data []byte, gen uint32) error {
 	if sb := r.sp.sparse(); sb != nil && !IsZero(data) {
 		bp := sb.newPage()
 		copy(*bp, data)
-		return r.install(p, sb, bp, ClassExplicit, gen)
+		return r.install(r.resolve(p), sb, bp, ClassExplicit, gen)
 	}
 	t, ok := r.lockPage(p)
 	if !ok {
@@ -203,7 +203,7 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 		bp := sb.newPage()
 		t := r.resolve(p)
 		Generate(*bp, c, t.seed, t.key, gen)
-		return r.install(p, sb, bp, c, gen)
+		return r.install(t, sb, bp, c, gen)
 	}
 	t, ok := r.lockPage(p)
 	if !ok {
@@ -216,17 +216,16 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 }
 
 // install makes bp, a page of a sparse backing filled outside every lock
-// by StorePage or StoreGenerated, page p's bytes, of class c at generation
+// by StorePage or StoreGenerated, page t's bytes, of class c at generation
 // gen, and records their sum. Only the swap is made under p's lock: the
 // workers of a migration's destination each store the pages of a batch in
 // turn, which are pages of every lock stripe, and a worker that held a
 // lock while it copied, generated or hashed a page held up the others
 // behind it. bp is the caller's alone until the swap, so the sum recorded
 // is that of the bytes stored, whatever the caller does with its data.
-func (r *Region) install(p int, sb *sparseBacking, bp *[]byte, c Class, gen uint32) error {
+func (r *Region) install(t target, sb *sparseBacking, bp *[]byte, c Class, gen uint32) error {
 	sum := xxhash.Sum64(*bp)
-	t, ok := r.lockPage(p)
-	if !ok {
+	if !r.lockTarget(t) {
 		sb.free(bp)
 		return ErrUnmapped
 	}

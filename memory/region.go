@@ -162,12 +162,17 @@ func (r *Region) markLocked(t target) {
 // mapped; it returns the target and false if r is unmapped.
 func (r *Region) lockPage(p int) (target, bool) {
 	t := r.resolve(p)
+	return t, r.lockTarget(t)
+}
+
+// lockTarget is lockPage for page t of r, already resolved.
+func (r *Region) lockTarget(t target) bool {
 	r.sp.lock(t.abs).Lock()
 	if r.unmapped.Load() {
 		r.sp.lock(t.abs).Unlock()
-		return t, false
+		return false
 	}
-	return t, true
+	return true
 }
 
 func (r *Region) unlockPage(t target) { r.sp.lock(t.abs).Unlock() }
