@@ -108,6 +108,9 @@ type ParallelApplier struct {
 	// applied counts the page batches applied; warmedAt is its value at
 	// the last digest warm-up.
 	applied, warmedAt atomic.Int64
+	// beforeFinish, if set, runs as the streams' joint check begins: a
+	// test cancels Run's ctx there.
+	beforeFinish func()
 
 	mu      sync.Mutex // guards what follows
 	state   applierState
@@ -246,6 +249,9 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	close(p.warmReq)
 	_ = workers.Wait()
 	if p.Err() == nil {
+		if p.beforeFinish != nil {
+			p.beforeFinish()
+		}
 		if err := p.finish(); err != nil {
 			p.fail(err, cancel)
 		}
@@ -304,6 +310,7 @@ func (p *ParallelApplier) stop(cancel context.CancelFunc) {
 // that the destination regions match the digests.
 func (p *ParallelApplier) finish() error {
 	var digests []RegionDigest
+	var devices []DeviceState
 	rounds := p.streams[0].rd.StreamEnd().Rounds
 	for _, s := range p.streams {
 		end := s.rd.StreamEnd()
@@ -316,17 +323,23 @@ func (p *ParallelApplier) finish() error {
 			}
 			digests = append(digests, d)
 		}
-		p.devices = append(p.devices, s.devices...)
+		devices = append(devices, s.devices...)
 	}
-	seen := make(map[uint32]bool, len(p.devices))
-	for _, ds := range p.devices {
+	seen := make(map[uint32]bool, len(devices))
+	for _, ds := range devices {
 		if seen[ds.Device] {
 			return newError(ErrMalformed, p.Offset(), -1, "two states of device %d", ds.Device)
 		}
 		seen[ds.Device] = true
 	}
 	got, err := verifyRegionDigests(p.meta, p.dst, digests, p.opts.DigestWorkers, p.Offset())
-	p.digests = got
+	// Under the lock: a cancel of the caller's ctx may fail Run at any
+	// moment, and fail drops the device states.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.devices, p.digests = devices, got
+	}
 	return err
 }
 

@@ -404,6 +404,48 @@ func TestParallelCancel(t *testing.T) {
 	}
 }
 
+// TestParallelCancelAtEnd cancels Run's ctx as the streams end, and as
+// the applier begins to check them together: Run either succeeds with the
+// device states or fails with the cancel and holds none, and, under
+// -race, the check and the cancel's failure never touch the results
+// unsynchronized.
+func TestParallelCancelAtEnd(t *testing.T) {
+	for i := range 20 {
+		good, dst := parallelFixtureWith(t, 2, 2, false)
+		var ss []ParallelStream
+		for _, s := range good {
+			ss = append(ss, ParallelStream{R: bytes.NewReader(s)})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		opts := ParallelOptions{Workers: 2}
+		if i%2 == 0 {
+			opts.Applied = func(a Applied) {
+				if a.Type == RecordEndStream {
+					cancel()
+				}
+			}
+		}
+		pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			pa.beforeFinish = cancel
+		}
+		err = pa.Run(ctx)
+		switch {
+		case err == nil && pa.DeviceStates() == nil:
+			t.Fatal("Run succeeded without the device states")
+		case err != nil && !errors.Is(err, context.Canceled):
+			t.Fatalf("Run canceled at the end: %v, want context.Canceled", err)
+		case err != nil && pa.DeviceStates() != nil:
+			t.Fatal("a canceled Run holds device states")
+		}
+		pa.Close()
+		cancel()
+	}
+}
+
 // TestParallelHoldsInFlight: a stream of many one-page batches holds no
 // more batch results than InFlight and one, however long its round.
 func TestParallelHoldsInFlight(t *testing.T) {
