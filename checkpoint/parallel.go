@@ -34,7 +34,12 @@ type ParallelOptions struct {
 	// batches; 0 means 1.
 	Workers int
 	// InFlight bounds the page batch records read and not yet applied,
-	// over all the streams; 0 means 2*Workers plus one per stream. Each
+	// over all the streams; 0 means 2*Workers plus one per stream, and
+	// fewer than one per stream means one per stream: a stream takes its
+	// slot before it reads a record, so that with fewer slots than
+	// streams, the streams blocked reading (their senders writing to
+	// another stream first) could hold them all, and the stream that has
+	// data none. Each
 	// holds a record buffer (at most Limits.MaxRecordBytes, a batch's
 	// size in practice) and a worker's decoder holds one more batch: this
 	// is the destination's memory besides the regions. A stream whose
@@ -139,6 +144,7 @@ func NewParallelApplier(streams []ParallelStream, opts ReaderOptions, dst []Regi
 	if popts.InFlight == 0 {
 		popts.InFlight = 2*popts.Workers + len(streams)
 	}
+	popts.InFlight = max(popts.InFlight, len(streams))
 	p := &ParallelApplier{opts: popts, jobs: make(chan *batchJob, popts.InFlight),
 		sem: semaphore.NewWeighted(int64(popts.InFlight)), bufs: make(chan []byte, popts.InFlight), warmReq: make(chan struct{}, 1)}
 	for i, st := range streams {

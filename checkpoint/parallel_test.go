@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
 	"pgregory.net/rapid"
@@ -443,6 +444,79 @@ func TestParallelCancelAtEnd(t *testing.T) {
 		}
 		pa.Close()
 		cancel()
+	}
+}
+
+// TestParallelFewerSlotsThanStreams: with one batch in flight and two
+// streams, stream 0's sender writes nothing until stream 1 has been read
+// through its first round, as a source does whose writes to stream 1
+// block on a full connection. Stream 0, blocked reading, must not hold
+// the only slot stream 1 needs: InFlight is raised to one per stream.
+func TestParallelFewerSlotsThanStreams(t *testing.T) {
+	good, dst := parallelFixtureWith(t, 2, 2, false)
+	rd, err := NewReader(bytes.NewReader(good[1]), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		typ, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ == RecordEndRound {
+			break
+		}
+	}
+	open := make(chan struct{})
+	b := &countingReader{r: bytes.NewReader(good[1]), at: rd.Offset(), reached: open}
+	rd.Close()
+	rd0, err := NewReader(bytes.NewReader(good[0]), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := rd0.Offset()
+	rd0.Close()
+	a := io.MultiReader(bytes.NewReader(good[0][:hdr]), &gatedReader{r: bytes.NewReader(good[0][hdr:]), open: open})
+	pa, err := NewParallelApplier([]ParallelStream{{R: a}, {R: b}}, ReaderOptions{}, []RegionRef{{0, dst}},
+		ParallelOptions{Workers: 1, InFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	if err := pa.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingReader closes reached once it has delivered at bytes.
+type countingReader struct {
+	r       io.Reader
+	n, at   int64
+	reached chan struct{}
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n < c.at && c.n+int64(n) >= c.at {
+		close(c.reached)
+	}
+	c.n += int64(n)
+	return n, err
+}
+
+// gatedReader delivers nothing until open is closed; after ten seconds it
+// fails instead, so that a deadlock fails the test rather than hanging it.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	select {
+	case <-g.open:
+		return g.r.Read(p)
+	case <-time.After(10 * time.Second):
+		return 0, errors.New("gate never opened: the streams deadlocked")
 	}
 }
 

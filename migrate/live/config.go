@@ -150,7 +150,8 @@ type ReceiveConfig struct {
 	// about InFlight+Workers batches. A connection whose batches are all
 	// in flight is not read until the workers catch up, and the source
 	// then waits on the connection's flow control. Zero means 2*Workers
-	// plus one a connection.
+	// plus one a connection; it is at least one a connection (see
+	// checkpoint.ParallelOptions.InFlight).
 	InFlight int
 	// Timeout, HandshakeTimeout, MinBytesPerSec, Lock, Progress, Logger,
 	// Clock and Rand mean what they mean in SendConfig, for the destination
