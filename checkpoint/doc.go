@@ -85,7 +85,8 @@
 // per connection. ParallelWriter deals the batches to K whole streams in
 // turn (batch n to stream n mod K, the device states and the regions'
 // digests on stream 0), each with its own header, metadata, chain of check
-// values, tally and key. ParallelApplier reads each stream on a goroutine
+// values, tally and key; a caller that writes each stream on a goroutine
+// of its own deals them itself (ParallelWriter.Deal). ParallelApplier reads each stream on a goroutine
 // of its own — the record layer in order, as Reader does — and hands the
 // page batches to workers that decode and apply them in any order; a
 // stream's end of round waits until its batches are applied and every

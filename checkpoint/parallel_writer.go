@@ -28,9 +28,11 @@ type ParallelOut struct {
 // format, with its own header, metadata, check values and tally.
 //
 // A ParallelWriter is not safe for concurrent use; it writes to each
-// stream's io.Writer on the caller's goroutine, so a caller that wants
-// the streams' connections written in parallel gives each stream a
-// buffered writer of its own that drains on its own goroutine.
+// stream's io.Writer on the caller's goroutine. A caller that wants the
+// streams written in parallel deals the batches itself (Deal), in batch
+// order, and writes each on its stream's own goroutine with
+// Stream(i).WriteBatch; the streams' other records it writes once every
+// batch dealt has been written.
 type ParallelWriter struct {
 	ws   []*Writer
 	next int // the stream of the next batch
@@ -72,11 +74,17 @@ func (p *ParallelWriter) Offset() int64 {
 	return n
 }
 
-// WriteBatch writes b to the next stream in turn.
+// WriteBatch writes b to the next stream in turn: Stream(Deal()).
 func (p *ParallelWriter) WriteBatch(b EncodedBatch) error {
-	w := p.ws[p.next]
+	return p.ws[p.Deal()].WriteBatch(b)
+}
+
+// Deal returns the stream the next batch goes to, and moves on to the one
+// after it.
+func (p *ParallelWriter) Deal() int {
+	i := p.next
 	p.next = (p.next + 1) % len(p.ws)
-	return w.WriteBatch(b)
+	return i
 }
 
 // WriteDeviceState writes the state of one vGPU to stream 0.

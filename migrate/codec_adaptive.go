@@ -75,6 +75,7 @@ type AdaptiveChooser struct {
 	winLevel checkpoint.Level
 	winLeft  int
 	windows  int
+	explores int // windows that explored a neighbour of the best
 	lastAt   time.Time
 	afterGap bool
 	achieved [len(autoLevels)]achievedRate
@@ -190,10 +191,14 @@ func (a *AdaptiveChooser) windowLevel() checkpoint.Level {
 	switch {
 	case probed < len(autoLevels) && (probed == 0 || !a.clearlyWorse(probed-1, probed-2)):
 		a.winLevel = autoLevels[probed]
-	case w%adaptiveExplore == 0:
-		// A neighbour of the best, the two in turn.
+	case w%adaptiveExplore == 0 || w&(w-1) == 0:
+		// A neighbour of the best, the two in turn: at first every
+		// time the windows double, so that a first choice made on
+		// the noise of a start is soon corrected, then every
+		// adaptiveExplore windows.
 		b := autoIndex(a.best())
-		n := b + 1 - 2*(w/adaptiveExplore%2)
+		n := b + 1 - 2*(a.explores%2)
+		a.explores++
 		if n < 0 || n >= len(autoLevels) {
 			n = 2*b - n
 		}

@@ -171,8 +171,12 @@
 // writes the finished ones in order; Close stops them. The batches and
 // every byte of them are the same for any number of workers, batches in
 // flight or GOMAXPROCS: parallelism changes how fast the stream is made,
-// never what it is. The simulated mode uses one worker, which encodes on
-// the caller's goroutine and starts none; package live's Send uses SendConfig.Engine.
+// never what it is. A BatchWriter that is also a BatchQueue is handed each
+// batch to write later, on a goroutine of its own, and gives the batch's
+// buffers back when it is done; Copy returns once every batch is. The
+// simulated mode uses one worker, which encodes on the caller's goroutine
+// and starts none; package live's Send uses SendConfig.Engine, and queues
+// each batch to the goroutine of its connection's stream.
 //
 // # The live mode
 //

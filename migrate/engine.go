@@ -80,6 +80,23 @@ type BatchWriter interface {
 	WriteBatch(checkpoint.EncodedBatch) error
 }
 
+// BatchQueue is a BatchWriter that may keep a batch after taking it, to
+// write it later on a goroutine of its own: the live mode queues each
+// batch to its connection's stream, so that the streams are framed, hashed
+// and written side by side and no payload is copied. Copy hands a queue
+// its batches with QueueBatch, in stream order, and keeps each batch's
+// payload untouched until the queue calls the batch's done.
+//
+// A queue calls done exactly once for each batch it took, from any
+// goroutine, when it no longer needs the payload: with nil once the batch
+// is written, with the error of writing it otherwise. If QueueBatch
+// returns an error it did not take the batch and does not call done.
+// Copy returns only after every batch it queued is done.
+type BatchQueue interface {
+	BatchWriter
+	QueueBatch(b checkpoint.EncodedBatch, done func(error)) error
+}
+
 // Engine encodes a region's pages into checkpoint page batches, on several
 // goroutines if so configured, and hands them to a BatchWriter in page
 // order. Whatever the number of workers, batches in flight or GOMAXPROCS,
@@ -102,15 +119,22 @@ type Engine struct {
 	// finished batch seq, or -1. At most InFlight batches are in flight,
 	// so their sequence numbers never collide in it.
 	order []int
+	// releases is the ring of slots a BatchQueue released: releases[seq%
+	// InFlight] is the slot of batch seq, held until every batch before
+	// it is released too, so that the Chooser is told of the batches in
+	// order; or -1.
+	releases []int
 	// jobs carries slot indices to the workers, and done carries them
-	// back once encoded; both are nil with one worker. Their buffers hold
-	// InFlight, so neither side ever blocks on a send.
-	jobs, done chan int
-	workers    sync.WaitGroup
-	// encoding counts batches handed to workers and not yet taken back.
-	encoding int
-	used     *memory.PageSet // scratch for Copy with a nil set
-	closed   bool
+	// back once encoded; both are nil with one worker. released carries
+	// the slots a BatchQueue is done with. Their buffers hold InFlight,
+	// so no side ever blocks on a send.
+	jobs, done, released chan int
+	workers              sync.WaitGroup
+	// encoding counts batches handed to workers and not yet taken back;
+	// queued, batches handed to a BatchQueue and not yet released.
+	encoding, queued int
+	used             *memory.PageSet // scratch for Copy with a nil set
+	closed           bool
 	// afterEncode, if set (by tests), runs on the worker after each batch
 	// is encoded, before the worker hands it back.
 	afterEncode func()
@@ -128,15 +152,23 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, wrap(ErrConfig, err)
 	}
 	e := &Engine{
-		cfg:   cfg,
-		slots: make([]*engineSlot, cfg.InFlight),
-		free:  make([]int, 0, cfg.InFlight),
-		order: make([]int, cfg.InFlight),
-		used:  memory.NewPageSet(0),
+		cfg:      cfg,
+		slots:    make([]*engineSlot, cfg.InFlight),
+		free:     make([]int, 0, cfg.InFlight),
+		order:    make([]int, cfg.InFlight),
+		releases: make([]int, cfg.InFlight),
+		used:     memory.NewPageSet(0),
 	}
+	e.released = make(chan int, cfg.InFlight)
 	for i := range e.slots {
-		e.slots[i] = &engineSlot{}
-		e.order[i] = -1
+		s := &engineSlot{}
+		// Made once, so that queuing a batch allocates nothing.
+		s.release = func(err error) {
+			s.writeErr = err
+			e.released <- i
+		}
+		e.slots[i] = s
+		e.order[i], e.releases[i] = -1, -1
 	}
 	e.slots[0].enc = enc
 	// Popped from the end: slot 0, whose encoder exists, goes first.
@@ -185,12 +217,15 @@ func (e *Engine) Close() error {
 // the batches to dst in page order, on the caller's goroutine. The
 // Traffic it returns counts the pages and their raw bytes; its WireBytes
 // are the payload bytes handed to dst, without the records' framing (nor
-// the codec byte of a coded page batch record), which only dst knows.
+// the codec byte of a coded page batch record), which only dst knows. A
+// dst that is a BatchQueue is given the batches with QueueBatch, and Copy
+// returns once it is done with all of them.
 //
 // A failure to read r wraps ErrSource, one of dst wraps ErrStream and a
-// ctx done wraps ErrCanceled; the first in batch order is returned, after
-// the batches before it were written and every worker has let go of r
-// and set. The engine stays usable. set must not change during Copy.
+// ctx done wraps ErrCanceled; the first in batch order is returned (a
+// queue's failure to write, which comes later, counts when it is told),
+// after the batches before it were written and every worker has let go
+// of r and set. The engine stays usable. set must not change during Copy.
 func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id uint32, set *memory.PageSet) (Traffic, error) {
 	if e.closed {
 		return Traffic{}, wrap(ErrConfig, ErrClosed)
@@ -202,7 +237,7 @@ func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id
 		set = e.used
 	}
 	j := batchJob{r: r, set: set, id: id, pages: checkpoint.PagesPerBatch(e.cfg.BatchBytes, r.PageSize())}
-	if e.jobs == nil {
+	if _, queue := dst.(BatchQueue); e.jobs == nil && !queue {
 		return e.copySerial(ctx, dst, j)
 	}
 	return e.copyParallel(ctx, dst, j)

@@ -23,8 +23,9 @@ type Chooser interface {
 	// with several workers, up to InFlight batches ahead of the last
 	// one observed.
 	Level(b BatchInfo) checkpoint.Level
-	// Observe reports a batch handed to the BatchWriter without error,
-	// in batch order, and what it cost.
+	// Observe reports a batch handed to the BatchWriter without error
+	// (to a BatchQueue: written, once the queue is done with it), in
+	// batch order, and what it cost.
 	Observe(BatchCost)
 }
 

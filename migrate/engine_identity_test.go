@@ -104,8 +104,11 @@ func TestEngineOutputIdentical(t *testing.T) {
 }
 
 // TestEngineMatchesReferenceProperty draws regions, contents, sets, batch
-// sizes, levels and engine shapes, and checks that the engine's stream is
-// the reference's and that applying it reproduces the pages.
+// sizes, levels, Choosers, engine shapes and writers — a plain one, or a
+// queue that writes the batches later on lanes of its own, out of order —
+// and checks that the engine's stream is the reference's, that a Chooser
+// is told of every batch in order, and that applying the stream
+// reproduces the pages.
 func TestEngineMatchesReferenceProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		pageSize := rapid.SampledFrom([]int{64, 512, 4096, 64 << 10}).Draw(rt, "pageSize")
@@ -141,11 +144,15 @@ func TestEngineMatchesReferenceProperty(t *testing.T) {
 		workers := rapid.IntRange(1, 6).Draw(rt, "workers")
 		inFlight := rapid.SampledFrom([]int{0, workers, workers + rapid.IntRange(1, 4).Draw(rt, "extra")}).Draw(rt, "inFlight")
 
+		// 0: a plain writer; else a queue of that many lanes.
+		lanes := rapid.IntRange(0, 3).Draw(rt, "queueLanes")
+
 		cfg := EngineConfig{Workers: workers, InFlight: inFlight, BatchBytes: batchBytes, Level: level}
 		var want []byte
 		var wantTr Traffic
+		var ch *stripeChooser
 		if rapid.Bool().Draw(rt, "chooser") {
-			ch := &stripeChooser{levels: rapid.SliceOfN(rapid.SampledFrom(levels), 1, 5).Draw(rt, "stripes")}
+			ch = &stripeChooser{levels: rapid.SliceOfN(rapid.SampledFrom(levels), 1, 5).Draw(rt, "stripes")}
 			cfg.Chooser = ch
 			want, wantTr = chosenReference(rt, r, set, batchBytes, ch.pick)
 		} else {
@@ -154,9 +161,27 @@ func TestEngineMatchesReferenceProperty(t *testing.T) {
 		e, err := NewEngine(cfg)
 		must(rt, err)
 		defer e.Close()
-		got, tr := engineStream(rt, e, r, set)
+		var got []byte
+		var tr Traffic
+		if lanes == 0 {
+			got, tr = engineStream(rt, e, r, set)
+		} else {
+			pause := time.Duration(rapid.IntRange(0, 50).Draw(rt, "pauseUS")) * time.Microsecond
+			got, tr = queuedStream(rt, e, r, set, lanes, pause)
+		}
 		if !bytes.Equal(got, want) {
 			rt.Fatalf("stream of %d bytes differs from the reference's %d", len(got), len(want))
+		}
+		if ch != nil {
+			// Told of every batch, in order, once it was chosen.
+			if len(ch.observed) != len(ch.chosen) {
+				rt.Fatalf("%d batches chosen, %d observed", len(ch.chosen), len(ch.observed))
+			}
+			for i, o := range ch.observed {
+				if o.level != ch.chosen[i] || o.observedBetween <= i {
+					rt.Fatalf("batch %d observed at %v after %d chosen; chosen at %v", i, o.level, o.observedBetween, ch.chosen[i])
+				}
+			}
 		}
 		if tr.Pages != wantTr.Pages || tr.ZeroPages != wantTr.ZeroPages || tr.RawBytes != wantTr.RawBytes {
 			rt.Fatalf("traffic %+v, want %+v", tr, wantTr)

@@ -123,12 +123,15 @@ func TestEngineGoroutines(t *testing.T) {
 // checkIdle checks that no batch of e is in flight and every slot is free.
 func checkIdle(t *testing.T, e *Engine) {
 	t.Helper()
-	if e.encoding != 0 || len(e.free) != len(e.slots) {
-		t.Fatalf("engine not idle: %d batches encoding, %d of %d slots free", e.encoding, len(e.free), len(e.slots))
+	if e.encoding != 0 || e.queued != 0 || len(e.free) != len(e.slots) {
+		t.Fatalf("engine not idle: %d batches encoding, %d queued, %d of %d slots free", e.encoding, e.queued, len(e.free), len(e.slots))
 	}
-	for k, i := range e.order {
-		if i >= 0 {
+	for k := range e.order {
+		if i := e.order[k]; i >= 0 {
 			t.Fatalf("reorder ring holds slot %d at %d", i, k)
+		}
+		if i := e.releases[k]; i >= 0 {
+			t.Fatalf("release ring holds slot %d at %d", i, k)
 		}
 	}
 }

@@ -39,7 +39,9 @@ type SendConfig struct {
 	// size and compression level (checkpoint.LevelNone to send pages
 	// uncompressed, checkpoint.LevelS2 for S2). A Chooser set here picks
 	// each batch's level instead, and the stream records it batch by
-	// batch.
+	// batch. Its batches in flight include those queued to the
+	// connections or being written to them: 0 means two for each worker
+	// and two for each connection.
 	Engine migrate.EngineConfig
 	// AdaptiveCodec chooses each batch's codec — none, S2 or zstd at its
 	// fastest — as the migration goes (migrate.CodecAuto): the one that

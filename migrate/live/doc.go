@@ -69,7 +69,9 @@
 // Each connection carries a whole checkpoint stream of its own, as QEMU's
 // multifd channels and vMotion's parallel streams do, so that nothing
 // serializes them: the source deals the copy engine's batches to the
-// streams in turn and writes each connection on a goroutine of its own;
+// streams in turn, and each stream's goroutine frames, hashes and writes
+// its batches to its connection straight from the engine's buffers
+// (migrate.BatchQueue);
 // the destination reads each on a goroutine of its own and hands the
 // batches to ReceiveConfig.Workers goroutines that check, decompress and
 // apply them in any order, a round's end on every stream the barrier that

@@ -55,6 +55,9 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 	if s.cfg.Engine.Now == nil {
 		s.cfg.Engine.Now = cfg.Clock.Now
 	}
+	if s.cfg.Engine.InFlight == 0 {
+		s.cfg.Engine.InFlight = sendInFlight(s.cfg.Engine.Workers, len(conns))
+	}
 	eng, err := migrate.NewEngine(s.cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -87,7 +90,6 @@ type sender struct {
 	conv *conversation
 	out  sendStreams                // the connections, each written on its own goroutine
 	pw   *checkpoint.ParallelWriter // one stream on each connection
-	sink progressSink
 
 	start       time.Time
 	destination string
@@ -211,10 +213,37 @@ func (s *sender) publish() {
 	}
 }
 
-// setup shakes hands with the hello of spec, opens the stream that meta
+// setup shakes hands with the hello of spec, opens the streams that meta
 // declares and starts dirty logging. It returns the network's round trip,
 // timed on the offer and its challenge.
 func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Metadata) (time.Duration, error) {
+	outs, rtt, err := s.handshake(spec, source)
+	if err != nil {
+		return 0, err
+	}
+	// The streams are data: their headers are written under the
+	// connections' own deadline, the handshake's having ended.
+	for i, w := range s.out.start(s.conns.writers(), s.cfg.Clock.Now, s.eng.Config().InFlight) {
+		outs[i].W = w
+	}
+	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes, Mixed: s.cfg.Engine.Chooser != nil}
+	if s.cfg.EncryptionKey != nil {
+		opts.Encryption = checkpoint.EncryptionRequired
+	}
+	if s.pw, err = checkpoint.NewParallelWriter(meta, opts, outs); err != nil {
+		return 0, wrap(migrate.ErrConfig, err)
+	}
+	s.out.run(s.pw)
+	s.cfg.Lock.Lock()
+	s.src.StartLogging()
+	s.cfg.Lock.Unlock()
+	return rtt, nil
+}
+
+// handshake shakes hands with the hello of spec, under the handshake's
+// deadline. It returns each stream's id and key, and the network's round
+// trip.
+func (s *sender) handshake(spec vgpu.IncomingSpec, source string) ([]checkpoint.ParallelOut, time.Duration, error) {
 	s.conns.handshaking(s.cfg.HandshakeTimeout)
 	defer s.conns.handshaking(0)
 	c0 := s.conns[0]
@@ -222,12 +251,12 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	s.conv = &conversation{w: c0, r: s.ctl, end: migrate.SourceEnd, t: newTranscript()}
 	nonce, err := newNonce(s.cfg.Rand)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	t0 := s.cfg.Clock.Now()
 	keys, err := openConversation(s.conv, s.cfg.EncryptionKey, nonce)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	rtt := s.cfg.Clock.Now().Sub(t0)
 
@@ -235,7 +264,7 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	h := hello{Connections: len(s.conns), Encrypted: keyed, BatchBytes: s.cfg.Engine.BatchBytes,
 		Spec: spec, StreamID: s.cfg.StreamID, Source: source, Mode: uint8(s.cfg.Mode)}
 	if err := s.conv.write(msgHello, h); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	// Every stream's id draws on the conversation up to the hello.
 	outs := make([]checkpoint.ParallelOut, len(s.conns))
@@ -243,37 +272,21 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 		outs[i].StreamID = s.conv.t.streamID(s.cfg.StreamID, i)
 		if keyed {
 			if outs[i].Key, err = keys.streamKey(i); err != nil {
-				return 0, err
+				return nil, 0, err
 			}
 		}
 	}
 	var a accept
 	if err := s.conv.read(msgAccept, &a); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	s.destination = peerText(a.Host, maxPeerNameBytes)
 	for i, c := range s.conns[1:] {
 		if err := writeBind(c, s.conv.t, i+1); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
-
-	s.out.start(s.conns.writers(), s.cfg.Clock.Now)
-	for i := range outs {
-		outs[i].W = s.out.ws[i]
-	}
-	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes, Mixed: s.cfg.Engine.Chooser != nil}
-	if keyed {
-		opts.Encryption = checkpoint.EncryptionRequired
-	}
-	if s.pw, err = checkpoint.NewParallelWriter(meta, opts, outs); err != nil {
-		return 0, wrap(migrate.ErrConfig, err)
-	}
-	s.sink = progressSink{w: s.pw, s: s}
-	s.cfg.Lock.Lock()
-	s.src.StartLogging()
-	s.cfg.Lock.Unlock()
-	return rtt, nil
+	return outs, rtt, nil
 }
 
 // openConversation opens the source's side of conv: it writes the offer
@@ -303,21 +316,16 @@ func openConversation(conv *conversation, key []byte, nonce *[nonceBytes]byte) (
 	return keys, nil
 }
 
-// progressSink hands batches to the stream writer and reports the bytes.
-type progressSink struct {
-	w *checkpoint.ParallelWriter
-	s *sender
-}
-
-func (p progressSink) WriteBatch(b checkpoint.EncodedBatch) error {
-	err := p.w.WriteBatch(b)
-	p.s.prog.bytes(p.s.core.Phase(), p.s.core.Round(), p.w.Offset())
-	return err
+// sendInFlight is the engine's batches in flight by default: two for
+// each worker, as the engine's own default, and two for each connection,
+// queued to it or being written.
+func sendInFlight(workers, conns int) int {
+	return 2*max(workers, 1) + 2*conns
 }
 
 // copyRegion sends region i's pages in set (nil: every page in use).
 func (s *sender) copyRegion(i int, set *memory.PageSet) (migrate.Traffic, error) {
-	return s.eng.Copy(s.ctx, s.sink, s.src.Regions()[i], uint32(i), set)
+	return s.eng.Copy(s.ctx, queueSink{s}, s.src.Regions()[i], uint32(i), set)
 }
 
 // rollBack ends a failed migration with the VM on the source, as it was,

@@ -69,10 +69,7 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 			return a, err
 		}
 		// The phase ends when its pages are on the connections, as a
-		// round does.
-		if err := s.out.flush(); err != nil {
-			return a, err
-		}
+		// round does: Copy returns once they are written.
 		s.core.PagesQueued()
 	case migrate.DoSendDeviceStates:
 		if err := s.finishStream(); err != nil {
@@ -157,9 +154,6 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 	if err := s.pw.EndRound(); err != nil {
 		return a, wrap(migrate.ErrStream, err)
 	}
-	if err := s.out.flush(); err != nil {
-		return a, err
-	}
 	s.core.RoundQueued(s.pw.Offset() - before)
 	if err := s.check(); err != nil {
 		return a, err
@@ -231,7 +225,7 @@ func (s *sender) finishStream() error {
 	if err := s.pw.CloseWithDigests(digests); err != nil {
 		return wrap(migrate.ErrStream, err)
 	}
-	return s.out.flush()
+	return nil
 }
 
 // linkName names the connections for the report.
