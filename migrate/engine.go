@@ -90,8 +90,9 @@ type BatchWriter interface {
 // A queue calls done exactly once for each batch it took, from any
 // goroutine, when it no longer needs the payload: with nil once the batch
 // is written, with the error of writing it otherwise. If QueueBatch
-// returns an error it did not take the batch and does not call done.
-// Copy returns only after every batch it queued is done.
+// returns an error it did not take the batch and does not call done; it
+// must not panic once it took one. Copy returns only after every batch
+// it queued is done.
 type BatchQueue interface {
 	BatchWriter
 	QueueBatch(b checkpoint.EncodedBatch, done func(error)) error

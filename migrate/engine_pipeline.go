@@ -267,11 +267,15 @@ func (c *parallelCopy) hand(s *engineSlot) (queued bool) {
 }
 
 // settle restores the engine's bookkeeping if a copy ended without
-// taking back every slot — dst panicked — so that the next copy starts
-// clean: it waits for the workers' batches, and frees every slot.
+// taking back every slot — dst, or an encode on the caller's goroutine,
+// panicked — so that the next copy starts clean: it waits for the
+// workers' batches and the queue's, and frees every slot.
 func (e *Engine) settle() {
 	if e.encoding == 0 && e.queued == 0 && len(e.free) == len(e.slots) {
 		return
+	}
+	if e.jobs == nil {
+		e.encoding = 0 // encoded on the caller's goroutine, which panicked
 	}
 	for ; e.encoding > 0; e.encoding-- {
 		<-e.done

@@ -188,3 +188,39 @@ func TestEngineQueueFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineQueuePanic checks that an encode that panics on the caller's
+// goroutine (one worker, a queue: here the Chooser's clock) leaves the
+// engine usable: the next copy's stream is the reference's.
+func TestEngineQueuePanic(t *testing.T) {
+	const batchBytes = 2 * 4096
+	r := engineRegion(t, memory.Sparse, 64, 4096, 3, memory.MixRealistic())
+	ch := &stripeChooser{levels: chooserLevels}
+	want, _ := chosenReference(t, r, nil, batchBytes, ch.pick)
+	calls := 0
+	e, err := NewEngine(EngineConfig{Workers: 1, BatchBytes: batchBytes, Chooser: ch, Now: func() time.Time {
+		if calls++; calls == 5 {
+			panic("clock")
+		}
+		return time.Now()
+	}})
+	must(t, err)
+	defer e.Close()
+	q := newTestQueue(2, 10*time.Microsecond)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the clock's panic did not reach Copy's caller")
+			}
+		}()
+		_, _ = e.Copy(context.Background(), q, r, 0, nil)
+	}()
+	if n := q.open.Load(); n != 0 {
+		t.Errorf("Copy panicked with %d queued batches not done", n)
+	}
+	q.close()
+	checkIdle(t, e)
+	if got, _ := queuedStream(t, e, r, nil, 2, 0); !bytes.Equal(got, want) {
+		t.Error("after the panic, the queued stream differs from the reference's")
+	}
+}

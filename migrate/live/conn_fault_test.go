@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -140,4 +141,36 @@ func TestLiveConnectionStalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failingStart is a connection whose third write, the stream's header
+// after the offer and the hello, fails as a reset connection does.
+type failingStart struct {
+	net.Conn
+	writes int
+}
+
+func (f *failingStart) Write(p []byte) (int, error) {
+	if f.writes++; f.writes == 3 {
+		return 0, errors.New("connection reset by peer")
+	}
+	return f.Conn.Write(p)
+}
+
+// A connection that fails as the stream's header is written, right after
+// the handshake, is the connection's failure (ErrConnection), not the
+// configuration's; the VM stays at the source, running.
+func TestLiveStreamHeaderFails(t *testing.T) {
+	src, dst := hostPair(t, memory.Sparse, 1)
+	vm := smallVM(t, src, "header")
+	sc, dc := loopbackConns(t, 1)
+	res := liveMigrate(context.Background(), vm, dst, []io.ReadWriter{&failingStart{Conn: sc[0]}}, rws(dc),
+		SendConfig{Timeout: 2 * time.Second}, ReceiveConfig{Timeout: 2 * time.Second})
+	if !errors.Is(res.srcErr, migrate.ErrConnection) || errors.Is(res.srcErr, migrate.ErrConfig) {
+		t.Fatalf("source: %v, want ErrConnection", res.srcErr)
+	}
+	if res.dstErr == nil || vm.State() != vgpu.VMRunning {
+		t.Fatalf("destination: %v; source VM %v", res.dstErr, vm.State())
+	}
+	holdsNothing(t, dst)
 }

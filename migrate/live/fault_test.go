@@ -111,8 +111,8 @@ func planFor(p livePoint, kind string, round0 int64) livePlan {
 			pl.onDst, pl.cut = false, cutAtMessage(0)
 		case "final-round":
 			// The destination can reject the record only once its check
-			// value has arrived, and that leaves the source's buffer with
-			// the device state.
+			// value has arrived, and the source has written the final
+			// pages, and its device state, by then.
 			pl.srcPhase = migrate.PhaseDeviceState
 		}
 	case "destination-gone":

@@ -3,6 +3,7 @@ package live
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -111,8 +112,8 @@ func (s *sender) run() (*migrate.Report, error) {
 	s.prog = reporter{fn: s.cfg.Progress, log: s.cfg.Logger, clock: s.cfg.Clock, start: s.start, vm: s.vm.ID()}
 	stop := context.AfterFunc(s.ctx, s.conns.closeAll)
 	defer stop()
-	// After a failure the connections are closed first (rollBack), so
-	// that no writing goroutine waits on a peer that has gone.
+	// The streams' goroutines are idle here (Copy waits for every batch
+	// it queued); closing their queues ends them.
 	defer func() {
 		s.waitWarm()
 		_ = s.out.close()
@@ -231,6 +232,9 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 		opts.Encryption = checkpoint.EncryptionRequired
 	}
 	if s.pw, err = checkpoint.NewParallelWriter(meta, opts, outs); err != nil {
+		if errors.Is(err, checkpoint.ErrWrite) {
+			return 0, err // the connections' failure, which liveCause names
+		}
 		return 0, wrap(migrate.ErrConfig, err)
 	}
 	s.out.run(s.pw)

@@ -48,8 +48,10 @@ type sendStream struct {
 }
 
 // write writes the batches queued to the stream until the queue is
-// closed. After a failure the stream's writer returns its sticky error at
-// once, so the batches queued after it are only given back.
+// closed. After a failure to write, the stream's writer returns its
+// sticky error at once, so the batches queued after it are only given
+// back; a batch the writer refuses (ErrInvalid) fails alone, and the copy
+// with it.
 func (s *sendStream) write() error {
 	for q := range s.queue {
 		err := s.w.WriteBatch(q.b)
@@ -168,8 +170,10 @@ type queueSink struct {
 // goroutine calls done once it is written.
 func (q queueSink) QueueBatch(b checkpoint.EncodedBatch, done func(error)) error {
 	s := q.s
-	s.out.streams[s.pw.Deal()].queue <- queuedBatch{b: b, done: done}
+	// The caller's Progress runs first: once the batch is taken, nothing
+	// may keep the engine from counting it.
 	s.prog.bytes(s.core.Phase(), s.core.Round(), s.out.wire.Load())
+	s.out.streams[s.pw.Deal()].queue <- queuedBatch{b: b, done: done}
 	return nil
 }
 
