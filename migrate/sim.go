@@ -220,13 +220,19 @@ func (s *Sim) advanceTo(t time.Duration) error {
 	for _, ls := range s.links {
 		ls.share.advance(d)
 	}
+	s.now = t
+	return s.advanceHosts(d)
+}
+
+// advanceHosts advances every host by d; by 0, it fires the workload
+// events overdue (those a VM's pause held back).
+func (s *Sim) advanceHosts(d time.Duration) error {
 	var errs []error
 	for _, h := range s.hosts {
 		if err := h.Advance(d); err != nil {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.Name(), err))
 		}
 	}
-	s.now = t
 	if len(errs) > 0 {
 		// A workload failed: the migrations of VMs on that host cannot
 		// trust its memory any more.
@@ -327,6 +333,46 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 		s.fire()
 	}
 	return s.drain(), nil
+}
+
+// NextEventAt returns when, on the Sim's clock (Now), its next event is
+// due: a migration's (a transfer ending, a timer) or a workload's on any
+// of its hosts (vgpu.Host.NextEventAt); Now if events wait to be returned;
+// and false if nothing is pending, when only an Advance by a time of the
+// caller's choosing moves the simulation on. A discrete-event simulator
+// alternates NextEventAt and AdvanceTo: the events, reports and host
+// states are those one Advance over the whole time gives.
+func (s *Sim) NextEventAt() (time.Duration, bool) {
+	if s.Pending() > 0 {
+		return s.now, true
+	}
+	best, ok := s.nextAt()
+	for _, h := range s.hosts {
+		if t, due := h.NextEventAt(); due {
+			// The Sim advances every host as it advances itself, so a
+			// host's clock is the Sim's plus a fixed offset.
+			if t = s.now + (t - h.Now()); !ok || t < best {
+				best, ok = t, true
+			}
+		}
+	}
+	return best, ok
+}
+
+// AdvanceTo advances simulated time to t on the Sim's clock, as
+// Advance(t - Now()) does; to Now, it fires what is due now (events a
+// VM's pause held back) and returns the events waiting. A t before Now is
+// an error wrapping ErrConfig.
+func (s *Sim) AdvanceTo(t time.Duration) ([]Event, error) {
+	if t < s.now {
+		return nil, fmt.Errorf("%w: advance to %v, before now (%v)", ErrConfig, t, s.now)
+	}
+	if t == s.now {
+		// An event due now is a workload's that a pause held back.
+		err := s.advanceHosts(0)
+		return s.drain(), err
+	}
+	return s.Advance(t - s.now)
 }
 
 // Run advances until no migration is under way and returns the events not

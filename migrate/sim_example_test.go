@@ -124,3 +124,27 @@ func ExampleMigration_Inject() {
 	// stalled: 1 true after 5s
 	// retry: done <nil> VM on esx-b
 }
+
+// A discrete-event simulator moves the Sim from one event to the next, a
+// workload's or a migration's, instead of by ticks of its own.
+func ExampleSim_NextEventAt() {
+	src, dst, vms := exampleHosts(1)
+	sim, _ := migrate.NewSim(migrate.SimConfig{}, src, dst)
+	m, _ := sim.Start(vms[0], dst, migrate.Config{Fidelity: migrate.Model, Link: migrate.GbE10()})
+	steps := 0
+	for !sim.Idle() {
+		at, ok := sim.NextEventAt()
+		if !ok {
+			break
+		}
+		if _, err := sim.AdvanceTo(at); err != nil {
+			fmt.Println(err)
+			return
+		}
+		steps++
+	}
+	rep := m.Report()
+	fmt.Printf("%s: %v after %d events, at %.1f s\n", rep.VM, rep.Outcome, steps, sim.Now().Seconds())
+	// Output:
+	// vm1: done after 49 events, at 1.8 s
+}

@@ -177,6 +177,23 @@ func (h *Host) Config() HostConfig { return h.cfg }
 // Now returns the host's simulated time.
 func (h *Host) Now() time.Duration { return h.now }
 
+// NextEventAt returns when, on the host's clock, the earliest event of its
+// running workloads is due (a request arriving, a frame, a poll), and
+// false if none is pending. An event a paused VM's workload held back is
+// due now, once the VM runs again. Advance stops at each such event on
+// its way, and an Advance split anywhere gives the same result as one, so
+// a discrete-event driver advances the host from one event to the next
+// (Advance(t - Now())) and misses nothing between them.
+func (h *Host) NextEventAt() (time.Duration, bool) {
+	t := NoEvent
+	for _, vm := range h.vms {
+		if w := vm.active(); w != nil {
+			t = min(t, w.NextEvent())
+		}
+	}
+	return max(t, h.now), t != NoEvent
+}
+
 // GPUs returns the host's GPUs in index order.
 func (h *Host) GPUs() []*GPU { return append([]*GPU(nil), h.gpus...) }
 
@@ -251,12 +268,8 @@ func (h *Host) Advance(d time.Duration) error {
 	end := h.now + d
 	for {
 		t := end
-		for _, vm := range h.vms {
-			if w := vm.active(); w != nil {
-				if e := w.NextEvent(); e < t {
-					t = max(e, h.now)
-				}
-			}
+		if e, ok := h.NextEventAt(); ok && e < t {
+			t = e
 		}
 		h.now = t
 		h.phase = phaseRoute
