@@ -77,9 +77,25 @@ func settledGoroutines(want int) int {
 	return n
 }
 
+// stableGoroutines returns the goroutine count once it has stopped
+// changing: goroutines of earlier tests may still be ending after the
+// WaitGroup that waited for them returned.
+func stableGoroutines() int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
+}
+
 func TestEngineGoroutines(t *testing.T) {
 	r := engineRegion(t, memory.Dense, 64, 4096, 2, memory.MixRealistic())
-	before := runtime.NumGoroutine()
+	before := stableGoroutines()
 	e, err := NewEngine(EngineConfig{Workers: 1, BatchBytes: 8192})
 	must(t, err)
 	if n := runtime.NumGoroutine(); n > before {
