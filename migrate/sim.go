@@ -309,12 +309,20 @@ func (s *Sim) Step() (Event, bool, error) {
 
 // Advance moves simulated time on by d, handling every event on the way,
 // and returns the events not yet returned, in time order: those that
-// waited and those of the way. Hosts are advanced by exactly d.
+// waited and those of the way. Hosts are advanced by exactly d; by 0,
+// they fire what is due now (workload events a VM's pause held back).
 func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("%w: negative duration %v", ErrConfig, d)
 	}
 	end := s.now + d
+	if d == 0 {
+		// The hosts too fire what is due now: workload events a VM's
+		// pause held back.
+		if err := s.advanceHosts(0); err != nil {
+			return s.drain(), err
+		}
+	}
 	for s.now < end {
 		if err := s.step(end); err == errNoEvent {
 			if err := s.advanceTo(end); err != nil {
@@ -360,17 +368,10 @@ func (s *Sim) NextEventAt() (time.Duration, bool) {
 }
 
 // AdvanceTo advances simulated time to t on the Sim's clock, as
-// Advance(t - Now()) does; to Now, it fires what is due now (events a
-// VM's pause held back) and returns the events waiting. A t before Now is
-// an error wrapping ErrConfig.
+// Advance(t - Now()) does. A t before Now is an error wrapping ErrConfig.
 func (s *Sim) AdvanceTo(t time.Duration) ([]Event, error) {
 	if t < s.now {
 		return nil, fmt.Errorf("%w: advance to %v, before now (%v)", ErrConfig, t, s.now)
-	}
-	if t == s.now {
-		// An event due now is a workload's that a pause held back.
-		err := s.advanceHosts(0)
-		return s.drain(), err
 	}
 	return s.Advance(t - s.now)
 }
