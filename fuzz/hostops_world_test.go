@@ -62,8 +62,8 @@ func newHostopsWorld(s hostopsSetup) (*hostopsWorld, error) {
 		h, err := vgpu.NewHost(vgpu.HostConfig{Name: fmt.Sprintf("host%d", i), GPUs: s.GPUs[i],
 			RAMBytes: hostopsHostRAM, Memory: memory.Sparse, FramebufferPageSize: s.FBPage, Seed: uint64(i + 1),
 			Sched: sched.Config{Policy: s.Policy, Slice: s.Slice},
-			// The hosts' clocks differ, as real ones do.
-			Start: time.Duration(i) * time.Hour})
+			// One clock, as a Sim requires of its hosts, not at zero.
+			Start: time.Hour})
 		if err != nil {
 			return nil, err
 		}

@@ -47,6 +47,7 @@ func TestLegacyFitsPublishedStun(t *testing.T) {
 		t.Run(fmt.Sprintf("used=%dGiB", p.UsedGiB), func(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
+			sameClock(t, src, dst)
 			est, err := EstimateStun(vm, GbE10(), Legacy)
 			must(t, err)
 			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
@@ -110,6 +111,7 @@ func TestLegacyLeaveOneOut(t *testing.T) {
 				CheckpointPathBytesPerSec: GiB * int64(time.Second) / int64(perGiB)}
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
+			sameClock(t, src, dst)
 			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model, Costs: costs})
 			must(t, err)
 			dev := float64(rep.Stun-p.Stun) / float64(p.Stun)
@@ -129,6 +131,7 @@ func TestLegacyLeaveOneOut(t *testing.T) {
 func TestLegacyRefusesOverLimit(t *testing.T) {
 	src, dst := hostPair(t, memory.Synthetic, 1)
 	vm := calibrationVM(t, src, "P40-24Q", 16*GiB)
+	sameClock(t, src, dst)
 	_, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
 	var pe *PhaseError
 	if !errors.Is(err, ErrStunLimit) || !errors.As(err, &pe) || pe.Phase != PhaseSetup {
@@ -150,6 +153,7 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, p.Name, p.FramebufferBytes-p.ReservedFramebufferBytes(false))
+			sameClock(t, src, dst)
 			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: PreCopy}, Fidelity: Model})
 			must(t, err)
 			t.Logf("stun %v, total %v, %d rounds, %v", rep.Stun, rep.Total, len(rep.Rounds), rep.Switchover)

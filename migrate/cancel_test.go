@@ -43,6 +43,7 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 	if paused {
 		must(t, vm.Pause())
 	}
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	// Both fidelities take the same steps; the paused runs use Model to

@@ -112,13 +112,14 @@ func newClusterModel(t *rapid.T, tally map[string]int) *clusterModel {
 	for i := range clusterHostCount {
 		h, err := vgpu.NewHost(vgpu.HostConfig{Name: fmt.Sprintf("host%d", i), GPUs: 2, Memory: memory.Sparse,
 			FramebufferPageSize: clusterFramebufferPage, RAMBytes: clusterHostRAM, Seed: rapid.Uint64().Draw(t, "hostSeed"),
-			Start: time.Duration(i) * time.Hour})
+			Start: time.Hour})
 		must(t, err)
 		cm.hosts = append(cm.hosts, h)
 	}
 	var err error
 	cm.sim, err = NewSim(SimConfig{MaxPerHost: clusterMaxPerHost}, cm.hosts...)
 	must(t, err)
+	cm.now = cm.sim.Now()
 	return cm
 }
 

@@ -23,7 +23,7 @@ func TestSixConcurrentMigrations(t *testing.T) {
 		vms = append(vms, inferenceVM(t, src, fmt.Sprintf("vm%d", i), "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3(), uint64(i+1)))
 	}
 	must(t, src.Advance(time.Second))
-	must(t, dst.Advance(time.Second))
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	var ms []*Migration
@@ -49,6 +49,7 @@ func TestSixConcurrentMigrations(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := inferenceVM(t, src, "alone", "P40-4Q", 4*GiB, 3*GiB, vgpu.InceptionV3(), 1)
 		must(t, src.Advance(time.Second))
+		sameClock(t, src, dst)
 		rep, err := Migrate(vm, dst, Config{Fidelity: Model})
 		must(t, err)
 		return rep.Total
@@ -72,6 +73,7 @@ func TestSixConcurrentMigrations(t *testing.T) {
 // migrations at once; one more is refused before anything changes.
 func TestHostConcurrencyLimit(t *testing.T) {
 	src, dst := hostPair(t, memory.Synthetic, 2)
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{MaxPerHost: 2}, src, dst)
 	must(t, err)
 	for i := range 3 {

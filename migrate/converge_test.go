@@ -31,6 +31,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("throttle", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
+		sameClock(t, src, dst)
 		rep, err := Migrate(vm, dst, Config{Link: GbE1(), Fidelity: Model})
 		must(t, err)
 		if rep.MaxThrottle < DefaultThrottle().Start {
@@ -55,6 +56,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("switch anyway", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
+		sameClock(t, src, dst)
 		rep, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway}, Link: GbE1(), Fidelity: Model})
 		must(t, err)
 		if rep.Switchover != DirtyRateTooHigh || rep.MaxThrottle != 0 || rep.MeetsStandard() {
@@ -64,6 +66,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
+		sameClock(t, src, dst)
 		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: Abort}, Link: GbE1(), Fidelity: Model})
 		var pe *PhaseError
 		if !errors.Is(err, ErrNotConverged) || !errors.As(err, &pe) || pe.Phase != PhasePreCopy {
@@ -77,6 +80,7 @@ func TestNonConvergencePolicies(t *testing.T) {
 	t.Run("stun limit at switchover", func(t *testing.T) {
 		src, dst := hostPair(t, memory.Synthetic, 1)
 		vm := hotVM(t, src)
+		sameClock(t, src, dst)
 		// The floor passes the limit at the start; the dirty framebuffer
 		// at switchover does not.
 		_, err := Migrate(vm, dst, Config{Policy: Policy{OnNonConvergence: SwitchAnyway, StunLimit: 2 * time.Second}, Link: GbE1(), Fidelity: Model})

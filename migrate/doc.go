@@ -27,13 +27,18 @@
 //
 // # Driving the simulated mode
 //
-// A Sim holds hosts, the links between them and one clock. Start begins a
+// A Sim holds hosts, the links between them and one clock, which its hosts
+// read too: a host joins (NewSim, AddHost, Start) only if it reads the
+// Sim's time, and the Sim holds its clock (vgpu.Host.TakeClock) until
+// RemoveHost, so nobody else advances it. Start begins a
 // migration; the caller then moves time on — Sim.Step to the next event of
 // any migration, Migration.Step to the next of one, Sim.Advance by a
 // duration from the caller's own clock, Migration.Run or Sim.Run to the end
 // — and the Sim advances every host it knows by exactly that time, so the
-// VMs' workloads keep writing memory while it is copied. Migrate does all
-// of it in one call.
+// VMs' workloads keep writing memory while it is copied; a discrete-event
+// simulator asks Sim.NextEventAt for the next event, a workload's or a
+// migration's, and moves to it with Sim.AdvanceTo. Migrate does all of it
+// in one call and gives the two hosts back.
 //
 // Each event is returned once, to whichever call asks first: Sim.Step,
 // Advance and Run return those of every migration, Migration.Step and Run

@@ -19,6 +19,7 @@ func Example() {
 		Profiles: []string{p.Name}, Workload: inf})
 	_ = vm.Start()
 	_ = src.Advance(5 * time.Second)
+	_ = dst.Advance(5 * time.Second) // a migration's hosts read one clock
 
 	legacy, _ := migrate.EstimateStun(vm, migrate.GbE10(), migrate.Legacy)
 	fmt.Printf("legacy estimate: %.0f s\n", legacy.Total.Seconds())

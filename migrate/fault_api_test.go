@@ -72,6 +72,7 @@ func TestInjectRules(t *testing.T) {
 // completes.
 func TestFailLink(t *testing.T) {
 	src, dst := smallPageHosts(t)
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	other := slowLink

@@ -32,6 +32,7 @@ func TestFidelitiesAgree(t *testing.T) {
 			for i, fid := range []Fidelity{Bytes, Model} {
 				src, dst := hostPair(t, memory.Synthetic, 1)
 				vm := calibrationVMSized(t, src, 2*GiB, 128*MiB, 1*GiB)
+				sameClock(t, src, dst)
 				start := time.Now()
 				rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: mode}, Fidelity: fid})
 				must(t, err)

@@ -21,6 +21,7 @@ func newSecretWorld(t testing.TB) (*Sim, *vgpu.VM, *vgpu.Host, *vgpu.Host) {
 	must(t, vm.Start())
 	writeSecret(t, vm)
 	must(t, src.Advance(time.Second))
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	return s, vm, src, dst

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -39,14 +40,13 @@ type Migration struct {
 	timerSet     bool
 
 	handedOver bool
-	srcBase    time.Duration // source host's clock minus the Sim's
-	dstBase    time.Duration
 	published  int  // events queued in the Sim
 	taken      *int // events returned, by Step or by the Sim's; shared with the Sim's queue
 }
 
 // Migrate moves vm to dst in a Sim of its own and returns the report. It
-// is the one-call form of NewSim, Start and Run.
+// is the one-call form of NewSim, Start and Run; the two hosts, which must
+// read the same time, are the caller's to advance again once it returns.
 func Migrate(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Report, error) {
 	if vm == nil {
 		return nil, fmt.Errorf("%w: nil VM", ErrConfig)
@@ -55,6 +55,7 @@ func Migrate(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer s.releaseAll()
 	m, err := s.Start(vm, dst, cfg)
 	if err != nil {
 		return nil, err
@@ -88,6 +89,13 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 		// NewSource would refuse it too, after the hosts' limits; a VM's
 		// own migration is the more telling refusal.
 		return refuse(fmt.Errorf("%w: %w: VM %q has a migration under way", ErrMigrating, vgpu.ErrMigrating, vm.ID()))
+	}
+	for _, h := range []*vgpu.Host{srcHost, dst} {
+		if !slices.Contains(s.hosts, h) {
+			if err := s.checkHost(h); err != nil {
+				return refuse(err)
+			}
+		}
 	}
 	for _, h := range []*vgpu.Host{srcHost, dst} {
 		if n := s.busy(h); n >= s.cfg.MaxPerHost {
@@ -126,11 +134,9 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if err != nil {
 		return refuse(wrap(ErrIncompatible, err))
 	}
-	s.AddHost(srcHost)
-	s.AddHost(dst)
 	m := &Migration{
 		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst, ls: ls,
-		srcBase: srcHost.Now() - s.now, dstBase: dst.Now() - s.now, devices: len(vm.VGPUs()), taken: new(int),
+		devices: len(vm.VGPUs()), taken: new(int),
 	}
 	m.srcRegs = src.Regions()
 	m.dstRegs = append([]*memory.Region{in.RAM()}, in.Framebuffers()...)
@@ -143,6 +149,9 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 		_ = in.Abort()
 		return refuse(err)
 	}
+	// checkHost passed for both: adding them cannot fail.
+	_ = s.AddHost(srcHost)
+	_ = s.AddHost(dst)
 	s.nextID++
 	m.flow = &flow{id: m.id}
 	ls.share.add(m.flow)

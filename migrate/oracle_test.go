@@ -42,6 +42,7 @@ func TestMemoryOracle(t *testing.T) {
 				vm := counterVM(t, src, w)
 				must(t, src.Advance(1300*time.Millisecond))
 				w.Check(t, vm)
+				sameClock(t, src, dst)
 				s, err := NewSim(SimConfig{}, src, dst)
 				must(t, err)
 				m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: mode}, Fidelity: fid, Link: slowLink})
@@ -64,7 +65,8 @@ func TestMemoryOracle(t *testing.T) {
 				_, err = m.Run()
 				must(t, err)
 				// The destination runs the workload on.
-				must(t, dst.Advance(time.Second))
+				_, err = s.Advance(time.Second)
+				must(t, err)
 				w.Check(t, m.VM())
 			})
 		}

@@ -19,6 +19,7 @@ func TestOwnerPausesDuringPreCopy(t *testing.T) {
 	src, dst := smallPageHosts(t)
 	w := &counterWorkload{PagesPerSec: 10, Pages: 16}
 	vm := counterVM(t, src, w)
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	m, err := s.Start(vm, dst, Config{Link: slowLink})
@@ -41,6 +42,7 @@ func TestOwnerResumesDuringStun(t *testing.T) {
 			w := &counterWorkload{PagesPerSec: 10, Pages: 16}
 			vm := counterVM(t, src, w)
 			must(t, vm.Pause())
+			sameClock(t, src, dst)
 			s, err := NewSim(SimConfig{}, src, dst)
 			must(t, err)
 			m, err := s.Start(vm, dst, Config{Link: slowLink})
@@ -78,6 +80,7 @@ func TestOwnerWritesDuringStun(t *testing.T) {
 					src, dst := smallPageHosts(t)
 					w := &counterWorkload{PagesPerSec: 1000, Pages: 16}
 					vm := counterVM(t, src, w)
+					sameClock(t, src, dst)
 					s, err := NewSim(SimConfig{}, src, dst)
 					must(t, err)
 					m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: mode}, Link: slowLink})
@@ -157,10 +160,12 @@ func TestOwnerThrottleKept(t *testing.T) {
 			if c.cut {
 				src, dst = hostPair(t, memory.Synthetic, 1)
 				vm = hotVM(t, src)
+				sameClock(t, src, dst)
 			} else {
 				w = &counterWorkload{PagesPerSec: 1000, Pages: 16}
 				vm = counterVM(t, src, w)
 			}
+			sameClock(t, src, dst)
 			s, err := NewSim(SimConfig{}, src, dst)
 			must(t, err)
 			cfg := Config{Link: slowLink}
@@ -219,6 +224,7 @@ func TestSecondMigrationRefused(t *testing.T) {
 			src, dst := smallPageHosts(t)
 			w := &counterWorkload{PagesPerSec: 10, Pages: 16}
 			vm := counterVM(t, src, w)
+			sameClock(t, src, dst)
 			s, err := NewSim(SimConfig{}, src, dst)
 			must(t, err)
 			m, err := s.Start(vm, dst, Config{Link: slowLink})
@@ -230,7 +236,7 @@ func TestSecondMigrationRefused(t *testing.T) {
 					_, err := s.Start(vm, dst, Config{Link: slowLink})
 					return err
 				case "other-sim":
-					other, err := NewSim(SimConfig{}, src, dst)
+					other, err := NewSim(SimConfig{Start: src.Now()})
 					must(t, err)
 					_, err = other.Start(vm, dst, Config{Link: slowLink})
 					return err
@@ -270,6 +276,7 @@ func TestSecondMigrationRefused(t *testing.T) {
 func TestCommittedSourceRefusesOwner(t *testing.T) {
 	src, dst := smallPageHosts(t)
 	vm := counterVM(t, src, &counterWorkload{PagesPerSec: 10, Pages: 16})
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	m, err := s.Start(vm, dst, Config{Link: slowLink})

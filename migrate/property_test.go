@@ -59,8 +59,10 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 			}
 			return h
 		}
-		src := mk("src", rapid.Uint64().Draw(rt, "srcSeed"), 0)
-		dst := mk("dst", rapid.Uint64().Draw(rt, "dstSeed"), time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(rt, "dstStart")))
+		// Both hosts read one clock (a Sim requires it), started anywhere.
+		start := time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(rt, "start"))
+		src := mk("src", rapid.Uint64().Draw(rt, "srcSeed"), start)
+		dst := mk("dst", rapid.Uint64().Draw(rt, "dstSeed"), start)
 		vm, err := src.CreateVM(vgpu.VMSpec{ID: "vm", RAMBytes: 64 * MiB, RAMFootprintBytes: 4 * MiB,
 			Profiles: []string{profile}, Workload: drawWorkload(rt), Seed: rapid.Uint64Range(1, 1<<62).Draw(rt, "vmSeed")})
 		if err != nil {
@@ -73,6 +75,7 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"), MaxRounds: rapid.IntRange(1, 5).Draw(rt, "maxRounds")}, Link: rapid.SampledFrom([]Link{GbE1(), GbE10()}).Draw(rt, "link"), Codec: rapid.SampledFrom([]Codec{CodecZstd, CodecNone, CodecS2, CodecAuto}).Draw(rt, "codec"), BatchBytes: rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch")}
+		sameClock(rt, src, dst)
 		s, err := NewSim(SimConfig{}, src, dst)
 		if err != nil {
 			rt.Fatal(err)
@@ -129,6 +132,7 @@ func TestDeterminism(t *testing.T) {
 		src, dst := hostPair(t, memory.Sparse, 1)
 		vm := inferenceVM(t, src, "vm", "P40-2Q", 128*MiB, 32*MiB, tinyModel, 9)
 		must(t, src.Advance(time.Second))
+		sameClock(t, src, dst)
 		rep, err := Migrate(vm, dst, Config{Link: GbE1(), Fidelity: Bytes})
 		must(t, err)
 		return rep

@@ -232,15 +232,15 @@ func (m *Migration) Report() *Report {
 }
 
 // metrics returns the workload's metrics over [from, to) of the Sim's
-// time, on the clock of the host the workload runs on.
+// time, which is also the clock of the host the workload runs on.
 func (m *Migration) metrics(from, to time.Duration) vgpu.Metrics {
-	vm, base := m.vm, m.srcBase
+	vm := m.vm
 	if m.handedOver || m.core.Phase() == PhaseDone {
-		vm, base = m.in, m.dstBase
+		vm = m.in
 	}
 	w := vm.Workload()
 	if w == nil || to <= from {
 		return vgpu.Metrics{}
 	}
-	return w.Metrics(from+base, to+base)
+	return w.Metrics(from, to)
 }

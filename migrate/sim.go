@@ -18,6 +18,11 @@ type SimConfig struct {
 	// MaxPerHost bounds the migrations a host is the source or destination
 	// of at once; 0 means DefaultMaxPerHost.
 	MaxPerHost int
+	// Start is the Sim's clock when it is made; zero means the clock of
+	// the hosts given to NewSim (zero if none). Every host the Sim drives
+	// reads the same time: NewSim and AddHost refuse one whose clock
+	// differs.
+	Start time.Duration
 }
 
 // Sim is the world migrations happen in: the hosts they move VMs between,
@@ -25,7 +30,9 @@ type SimConfig struct {
 // Step to the next event, Advance by a duration, Run to the end — and it
 // drives its hosts: every host it knows is advanced by exactly the time the
 // Sim moves on, so the VMs' workloads run while their memory is copied.
-// Once a host is in a Sim, advance it only through the Sim.
+// The Sim and its hosts share one clock: a host joins only if it reads the
+// Sim's time, and the Sim holds its clock (vgpu.Host.TakeClock) until
+// RemoveHost, so that the host refuses to be advanced by anyone else.
 //
 // Every event is returned once, to whichever asks first: Sim.Step,
 // Advance or Run, which return the events of every migration, or its
@@ -45,6 +52,7 @@ type Sim struct {
 	cfg    SimConfig
 	now    time.Duration
 	hosts  []*vgpu.Host
+	clocks []*vgpu.Clock // of hosts, index for index
 	links  []*linkState
 	active []*Migration
 	nextID int
@@ -78,24 +86,87 @@ func NewSim(cfg SimConfig, hosts ...*vgpu.Host) (*Sim, error) {
 	if cfg.MaxPerHost < 1 || cfg.MaxPerHost > 1024 {
 		return nil, fmt.Errorf("%w: MaxPerHost %d outside [1, 1024]", ErrConfig, cfg.MaxPerHost)
 	}
-	s := &Sim{cfg: cfg}
+	if cfg.Start < 0 {
+		return nil, fmt.Errorf("%w: start %v before zero", ErrConfig, cfg.Start)
+	}
+	if cfg.Start == 0 && len(hosts) > 0 && hosts[0] != nil {
+		cfg.Start = hosts[0].Now()
+	}
+	s := &Sim{cfg: cfg, now: cfg.Start}
 	for _, h := range hosts {
-		if h == nil {
-			return nil, fmt.Errorf("%w: nil host", ErrConfig)
+		if err := s.AddHost(h); err != nil {
+			s.releaseAll()
+			return nil, err
 		}
-		s.AddHost(h)
 	}
 	return s, nil
 }
 
-// Now returns the time the Sim has advanced since it was made.
+// Now returns the Sim's clock: SimConfig.Start plus the time it advanced,
+// the time every host it drives reads.
 func (s *Sim) Now() time.Duration { return s.now }
 
-// AddHost makes the Sim drive h. Adding a host twice does nothing.
-func (s *Sim) AddHost(h *vgpu.Host) {
-	if !slices.Contains(s.hosts, h) {
-		s.hosts = append(s.hosts, h)
+// AddHost makes the Sim drive h, taking its clock. It refuses, with an
+// error wrapping ErrConfig, a nil host or one whose clock differs from the
+// Sim's, and, wrapping vgpu.ErrDriven, a host another driver holds.
+// Adding a host twice does nothing. Sim.Start adds a migration's hosts.
+func (s *Sim) AddHost(h *vgpu.Host) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil host", ErrConfig)
 	}
+	if slices.Contains(s.hosts, h) {
+		return nil
+	}
+	if err := s.checkHost(h); err != nil {
+		return err
+	}
+	c, err := h.TakeClock(simDriver)
+	if err != nil {
+		return err
+	}
+	s.hosts = append(s.hosts, h)
+	s.clocks = append(s.clocks, c)
+	return nil
+}
+
+// simDriver is the name a Sim takes its hosts' clocks by.
+const simDriver = "a migrate.Sim"
+
+// checkHost returns the error AddHost would return for h, a host the Sim
+// does not drive yet.
+func (s *Sim) checkHost(h *vgpu.Host) error {
+	if d, held := h.Driver(); held {
+		return fmt.Errorf("%w: host %q is driven by %s", vgpu.ErrDriven, h.Name(), d)
+	}
+	if h.Now() != s.now {
+		return fmt.Errorf("%w: host %q reads %v, the Sim %v: a Sim and its hosts share one clock", ErrConfig, h.Name(), h.Now(), s.now)
+	}
+	return nil
+}
+
+// RemoveHost stops driving h and gives its clock back. It refuses, with an
+// error wrapping ErrBusy, a host a migration under way uses. Removing a
+// host the Sim does not drive does nothing.
+func (s *Sim) RemoveHost(h *vgpu.Host) error {
+	i := slices.Index(s.hosts, h)
+	if i < 0 {
+		return nil
+	}
+	if n := s.busy(h); n > 0 {
+		return fmt.Errorf("%w: host %q takes part in %d migrations", ErrBusy, h.Name(), n)
+	}
+	s.clocks[i].Release()
+	s.hosts = slices.Delete(s.hosts, i, i+1)
+	s.clocks = slices.Delete(s.clocks, i, i+1)
+	return nil
+}
+
+// releaseAll gives back the clock of every host.
+func (s *Sim) releaseAll() {
+	for _, c := range s.clocks {
+		c.Release()
+	}
+	s.hosts, s.clocks = nil, nil
 }
 
 // Hosts returns the hosts the Sim drives, in the order they were added.
@@ -228,8 +299,8 @@ func (s *Sim) advanceTo(t time.Duration) error {
 // events overdue (those a VM's pause held back).
 func (s *Sim) advanceHosts(d time.Duration) error {
 	var errs []error
-	for _, h := range s.hosts {
-		if err := h.Advance(d); err != nil {
+	for i, h := range s.hosts {
+		if err := s.clocks[i].Advance(d); err != nil {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.Name(), err))
 		}
 	}
@@ -356,12 +427,8 @@ func (s *Sim) NextEventAt() (time.Duration, bool) {
 	}
 	best, ok := s.nextAt()
 	for _, h := range s.hosts {
-		if t, due := h.NextEventAt(); due {
-			// The Sim advances every host as it advances itself, so a
-			// host's clock is the Sim's plus a fixed offset.
-			if t = s.now + (t - h.Now()); !ok || t < best {
-				best, ok = t, true
-			}
+		if t, due := h.NextEventAt(); due && (!ok || t < best) {
+			best, ok = t, true
 		}
 	}
 	return best, ok

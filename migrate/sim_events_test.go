@@ -131,6 +131,7 @@ type fleet struct {
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	src, dst := hostPair(t, memory.Synthetic, 4)
+	sameClock(t, src, dst)
 	s, err := NewSim(SimConfig{}, src, dst)
 	must(t, err)
 	f := &fleet{s: s, hosts: [2]*vgpu.Host{src, dst}}

@@ -26,7 +26,10 @@ func exampleHosts(fbGiB ...int64) (src, dst *vgpu.Host, vms []*vgpu.VM) {
 		_ = vm.Start()
 		vms = append(vms, vm)
 	}
+	// The VMs serve for two seconds before the caller migrates them; the
+	// destination's clock keeps pace, as a Sim requires of its hosts.
 	_ = src.Advance(2 * time.Second)
+	_ = dst.Advance(2 * time.Second)
 	return src, dst, vms
 }
 
@@ -115,7 +118,8 @@ func ExampleMigration_Inject() {
 	fmt.Println("stalled:", n, errors.Is(err, migrate.ErrConnection), "after", sim.Now()-start)
 
 	// None of it left a trace: the next migration succeeds.
-	rep, err := migrate.Migrate(vm, dst, migrate.Config{Fidelity: migrate.Model})
+	m, _ = sim.Start(vm, dst, migrate.Config{Fidelity: migrate.Model})
+	rep, err := m.Run()
 	fmt.Println("retry:", rep.Outcome, err, "VM on", rep.Destination)
 	// Output:
 	// link down: true true
@@ -131,6 +135,7 @@ func ExampleSim_NextEventAt() {
 	src, dst, vms := exampleHosts(1)
 	sim, _ := migrate.NewSim(migrate.SimConfig{}, src, dst)
 	m, _ := sim.Start(vms[0], dst, migrate.Config{Fidelity: migrate.Model, Link: migrate.GbE10()})
+	start := sim.Now() // the hosts' clock: the VM served 2 s before
 	steps := 0
 	for !sim.Idle() {
 		at, ok := sim.NextEventAt()
@@ -144,7 +149,7 @@ func ExampleSim_NextEventAt() {
 		steps++
 	}
 	rep := m.Report()
-	fmt.Printf("%s: %v after %d events, at %.1f s\n", rep.VM, rep.Outcome, steps, sim.Now().Seconds())
+	fmt.Printf("%s: %v after %d events, at %.1f s, %.1f s after it began\n", rep.VM, rep.Outcome, steps, sim.Now().Seconds(), (sim.Now() - start).Seconds())
 	// Output:
-	// vm1: done after 49 events, at 1.8 s
+	// vm1: done after 49 events, at 3.8 s, 1.8 s after it began
 }

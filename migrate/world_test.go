@@ -34,4 +34,5 @@ var (
 	counterVM            = migtest.CounterVM
 	checkOneOwner        = migtest.CheckOneOwner
 	checkSettled         = migtest.CheckSettled
+	sameClock            = migtest.SameClock
 )

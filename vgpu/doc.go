@@ -60,6 +60,13 @@
 // writes to a page agree on its content class, so many small Advance calls
 // give the same memory, device states and metrics as one large call.
 //
+// A driver of many hosts keeps their clocks in step by holding them:
+// Host.TakeClock hands it a Clock, and until Clock.Release the host's own
+// Advance is refused (ErrDriven), so no other caller can move one host on
+// and leave it out of step with the rest. migrate.Sim holds the clock of
+// every host it drives. Host.NextEventAt says when the next workload event
+// is due, for a driver that goes from event to event.
+//
 // # Workloads
 //
 // A Workload is driven by its host through an Env. Four are provided, in

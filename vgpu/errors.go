@@ -66,6 +66,10 @@ var (
 	// destination, a change by its owner that the destination would never
 	// see.
 	ErrMigrating = errors.New("vgpu: VM is migrating")
+	// ErrDriven reports a host whose clock a driver holds (see
+	// Host.TakeClock), asked to advance by anyone else, or claimed by a
+	// second driver.
+	ErrDriven = errors.New("vgpu: host driven by another")
 )
 
 func configError(format string, args ...any) error {

@@ -137,6 +137,7 @@ type Host struct {
 	genCount uint64
 	genSeed  uint64
 	phase    phase
+	clock    *Clock // the driver's hold on the clock, or nil
 }
 
 // phase says what the host is doing inside Advance, so that a workload
@@ -250,7 +251,10 @@ func (h *Host) nextGeneration(parent uint64) uint64 {
 }
 
 // Advance moves the host on by d of simulated time: every GPU's scheduler
-// and every running VM's workload, by exactly d.
+// and every running VM's workload, by exactly d. A host whose clock a
+// driver holds (TakeClock) refuses it with an error wrapping ErrDriven:
+// only the driver moves it on, so its clock and the driver's never drift
+// apart.
 //
 // Inside, it goes from event to event: it takes the earliest next event of
 // any running workload (a request arriving, a frame due, a poll), advances
@@ -262,6 +266,13 @@ func (h *Host) nextGeneration(parent uint64) uint64 {
 // splitting an Advance into many smaller ones gives the same result as one
 // call.
 func (h *Host) Advance(d time.Duration) error {
+	if h.clock != nil {
+		return fmt.Errorf("%w: host %q is driven by %s", ErrDriven, h.cfg.Name, h.clock.driver)
+	}
+	return h.advance(d)
+}
+
+func (h *Host) advance(d time.Duration) error {
 	if d < 0 || d > sched.MaxTime-h.now {
 		return fmt.Errorf("%w: advance by %v from %v", ErrInvalidDuration, d, h.now)
 	}

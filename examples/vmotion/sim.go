@@ -127,8 +127,11 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	if err := vm.Start(); err != nil {
 		return row{}, err
 	}
-	if err := src.Advance(p.warmup); err != nil {
-		return row{}, err
+	// The destination's clock keeps pace: a migration's hosts read one.
+	for _, h := range []*vgpu.Host{src, dst} {
+		if err := h.Advance(p.warmup); err != nil {
+			return row{}, err
+		}
 	}
 
 	r := row{profile: prof.Name, fbBytes: prof.FramebufferBytes, usedBytes: used, mode: mode}

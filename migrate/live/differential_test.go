@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"io"
 	"net"
 	"sync"
@@ -72,16 +73,19 @@ func TestDifferentialSimLive(t *testing.T) {
 		{"converges", migrate.Policy{StunTarget: 2500 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := func() (*vgpu.VM, *vgpu.Host) {
-				src, dst := hostPair(t, memory.Sparse, 1)
+			// The simulated pair reads one clock, as a Sim requires; the
+			// live pair's clocks are an hour apart, as real hosts' are.
+			start := func(pair func(testing.TB, memory.Kind, int) (*vgpu.Host, *vgpu.Host)) (*vgpu.VM, *vgpu.Host) {
+				src, dst := pair(t, memory.Sparse, 1)
 				vm := inferenceVM(t, src, "vm-d", "P40-1Q", 64*MiB, 16*MiB, tinyModel, 3)
 				must(t, src.Advance(time.Second))
 				return vm, dst
 			}
-			vmA, dstA := start()
+			vmA, dstA := start(migtest.HostPair)
+			migtest.SameClock(t, vmA.Host(), dstA)
 			simRep, simErr := migrate.Migrate(vmA, dstA, migrate.Config{Policy: tc.policy, Link: link, Costs: costs, Codec: migrate.CodecNone})
 
-			vmB, dstB := start()
+			vmB, dstB := start(hostPair)
 			clock := &netClock{}
 			sc, dc := pipeConns(t, 1)
 			wire := &pacedConn{Conn: sc[0], clock: clock, host: vmB.Host(), bytesPerSec: link.GoodputBytesPerSec()}

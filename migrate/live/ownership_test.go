@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // while a simulated migration holds it, a live Send is. Once the holder
 // ends, the VM goes.
 func TestLiveSecondMigrationRefused(t *testing.T) {
-	src, dst := hostPair(t, memory.Sparse, 1)
+	// One clock: a Sim takes part below.
+	src, dst := migtest.HostPair(t, memory.Sparse, 1)
 	vm := inferenceVM(t, src, "vm-2", "P40-1Q", 64*MiB, 8*MiB, tinyModel, 3)
 	var mu sync.Mutex
 	refused := func(what string, err error) {

@@ -24,7 +24,7 @@ const (
 
 var (
 	must                 = migtest.Must
-	hostPair             = migtest.HostPair
+	hostPair             = migtest.HostPairApart
 	tinyModel            = migtest.TinyModel()
 	inferenceVM          = migtest.InferenceVM
 	checkNothingAt       = migtest.CheckNothingAt

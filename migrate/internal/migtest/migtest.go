@@ -51,12 +51,36 @@ func Must(t TB, err error) {
 	}
 }
 
-// HostPair returns a source and a destination host of the given backing;
-// their clocks differ on purpose, as two real hosts' would.
+// HostPair returns a source and a destination host of the given backing,
+// on one clock, as a Sim requires.
 func HostPair(t testing.TB, kind memory.Kind, gpus int) (*vgpu.Host, *vgpu.Host) {
 	t.Helper()
 	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "src", GPUs: gpus, Memory: kind, Seed: 1, RAMBytes: 256 * GiB})
 	Must(t, err)
+	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", GPUs: gpus, Memory: kind, Seed: 2, RAMBytes: 256 * GiB})
+	Must(t, err)
+	return src, dst
+}
+
+// SameClock advances every host to the latest clock among them, as a Sim
+// requires of the hosts it drives.
+func SameClock(t TB, hosts ...*vgpu.Host) {
+	t.Helper()
+	var now time.Duration
+	for _, h := range hosts {
+		now = max(now, h.Now())
+	}
+	for _, h := range hosts {
+		Must(t, h.Advance(now-h.Now()))
+	}
+}
+
+// HostPairApart is HostPair with the destination's clock an hour ahead of
+// the source's, as two real hosts' clocks differ: a live migration, which
+// no Sim drives, must carry its VM across them.
+func HostPairApart(t testing.TB, kind memory.Kind, gpus int) (*vgpu.Host, *vgpu.Host) {
+	t.Helper()
+	src, _ := HostPair(t, kind, gpus)
 	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", GPUs: gpus, Memory: kind, Seed: 2, RAMBytes: 256 * GiB, Start: time.Hour})
 	Must(t, err)
 	return src, dst
@@ -217,7 +241,7 @@ func ReadsZeros(t testing.TB, what string, r *memory.Region, off, n int64) {
 func SmallPageHosts(t testing.TB) (*vgpu.Host, *vgpu.Host) {
 	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "src", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 1, RAMBytes: 4 * GiB})
 	Must(t, err)
-	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 2, RAMBytes: 4 * GiB, Start: time.Hour})
+	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "dst", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 2, RAMBytes: 4 * GiB})
 	Must(t, err)
 	return src, dst
 }
@@ -236,7 +260,7 @@ func NewOracleWorld(t testing.TB, paused bool) *OracleWorld {
 	t.Helper()
 	src, dst := SmallPageHosts(t)
 	third, err := vgpu.NewHost(vgpu.HostConfig{Name: "third", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 3,
-		RAMBytes: 4 * GiB, Start: 2 * time.Hour})
+		RAMBytes: 4 * GiB})
 	Must(t, err)
 	// 400 pages a second over 200 pages on a 100 Mb/s link: several
 	// pre-copy rounds, every page rewritten during the migration.
@@ -244,7 +268,9 @@ func NewOracleWorld(t testing.TB, paused bool) *OracleWorld {
 	vm, err := src.CreateVM(vgpu.VMSpec{ID: "oracle", RAMBytes: 16 * MiB, RAMFootprintBytes: 2 * MiB, Profiles: []string{"P40-1Q"}, Workload: w})
 	Must(t, err)
 	Must(t, vm.Start())
-	Must(t, src.Advance(time.Second))
+	for _, h := range []*vgpu.Host{src, dst, third} {
+		Must(t, h.Advance(time.Second))
+	}
 	if paused {
 		Must(t, vm.Pause())
 	}
