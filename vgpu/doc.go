@@ -38,7 +38,10 @@
 // (PrepareIncoming) until Commit or Abort. A vGPU is created, running,
 // paused, stopped or destroyed. Refused transitions are *TransitionError.
 // Pause is a stun: the workload stops and the scheduler tenant gets no
-// turns, but queued work and memory are kept.
+// turns, but queued work and memory are kept. Making and starting a VM is
+// all or nothing: CreateVM refuses a workload that does not fit the VM (a
+// Fitter says so before it starts), and a VM whose start fails stays as it
+// was, its vGPUs stopped.
 //
 // A vGPU's device state — PCI configuration space, a BAR0 register file,
 // channels, contexts with their page-table roots, its scheduler tenant's

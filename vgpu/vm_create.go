@@ -10,13 +10,20 @@ import (
 // CreateVM places the VM's vGPUs, reserves its guest memory and returns it
 // created (powered off). Nothing is reserved if any part fails: the error
 // is a *PlacementError, a *CapacityError, or wraps ErrConfig,
-// ErrUnknownProfile, ErrMultiVGPU or ErrDuplicateVM.
+// ErrUnknownProfile, ErrMultiVGPU, ErrDuplicateVM or, for a workload that
+// does not fit the VM (see Fitter), ErrWorkload.
 func (h *Host) CreateVM(spec VMSpec) (*VM, error) {
 	vm, err := h.build(spec, false)
 	if err != nil {
 		return nil, err
 	}
 	if spec.Workload != nil {
+		if err := vm.fits(spec.Workload); err != nil {
+			// Nothing ran on it: its removal only gives back what
+			// build reserved.
+			_ = vm.destroy()
+			return nil, err
+		}
 		vm.workload = spec.Workload
 	}
 	return vm, nil

@@ -9,7 +9,8 @@ import (
 )
 
 // SetWorkload attaches w to a VM that has none. On a running VM it starts
-// at once.
+// at once. A workload that does not fit the VM (see Fitter), or fails to
+// start, is refused and the VM stays without one.
 func (vm *VM) SetWorkload(w Workload) error {
 	if vm.state == VMDestroyed {
 		return vm.refuse("set workload")
@@ -20,9 +21,15 @@ func (vm *VM) SetWorkload(w Workload) error {
 	if w == nil {
 		return fmt.Errorf("%w: nil workload", ErrWorkload)
 	}
+	if err := vm.fits(w); err != nil {
+		return err
+	}
 	vm.workload = w
 	if vm.state == VMRunning {
-		return vm.startWorkload()
+		if err := vm.startWorkload(); err != nil {
+			vm.workload = nil
+			return err
+		}
 	}
 	return nil
 }
@@ -73,7 +80,8 @@ func (vm *VM) startWorkload() error {
 
 // Start powers the VM on (from created or stopped): its vGPUs start, the
 // guest OS footprint is written at the first start, and the workload
-// starts.
+// starts. It is all or nothing: if any part fails, the vGPUs that started
+// stop again and the VM stays in the state it was in, with the error.
 func (vm *VM) Start() error {
 	if err := vm.held("start"); err != nil {
 		return err
@@ -89,13 +97,28 @@ func (vm *VM) Start() error {
 		}
 	}
 	vm.booted = true
+	prev := vm.state
+	var err error
 	for _, d := range vm.devices {
-		if err := d.start(); err != nil {
-			return err
+		if err = d.start(); err != nil {
+			break
 		}
 	}
-	vm.state = VMRunning
-	return vm.startWorkload()
+	if err == nil {
+		vm.state = VMRunning
+		if err = vm.startWorkload(); err == nil {
+			return nil
+		}
+	}
+	vm.state = prev
+	for _, d := range vm.devices {
+		if d.state == DeviceRunning {
+			// A device that started stops as it would at a Stop; the
+			// error that matters is the one that failed the start.
+			_ = d.stop()
+		}
+	}
+	return err
 }
 
 // Pause stuns the VM: its workload stops at once and its vGPUs' scheduler

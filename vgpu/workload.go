@@ -63,6 +63,26 @@ type Workload interface {
 	Metrics(from, to time.Duration) Metrics
 }
 
+// Fitter is a Workload that can tell, before it starts, whether it fits a
+// VM: Host.CreateVM and VM.SetWorkload ask it, so that a VM whose workload
+// could never start is refused where it is made, not found dead once
+// running. Every workload of this package is one.
+type Fitter interface {
+	// Fits returns nil if the workload fits env's VM, else the error Start
+	// would return, wrapping ErrWorkload. It changes nothing.
+	Fits(env *Env) error
+}
+
+// fits asks w whether it fits vm, if w can tell.
+func (vm *VM) fits(w Workload) error {
+	if f, ok := w.(Fitter); ok {
+		if err := f.Fits(&vm.env); err != nil {
+			return vm.hookError(w, "fit", err)
+		}
+	}
+	return nil
+}
+
 // Metrics is a workload's performance over an interval [From, To). What an
 // item is depends on the workload: an inference request, a training
 // iteration, a rendered frame, a desktop update.

@@ -123,30 +123,42 @@ func (w *CAD) FrameWork(spec GPUSpec) time.Duration {
 	return GPUWork(w.cfg.WidthPixels*w.cfg.HeightPixels*w.cfg.OpsPerPixel, spec.FP32FlopsPerSec, w.cfg.Efficiency)
 }
 
-// Start uploads the scene and starts rendering.
-func (w *CAD) Start(env *Env) error {
+// place lays the workload out on env's VM: the scene and render targets
+// in the framebuffer, the working set in guest memory.
+func (w *CAD) place(env *Env) (scene, rt, ws span, err error) {
 	c := w.cfg
 	fl, err := fbLayout(env)
 	if err != nil {
-		return err
+		return
 	}
 	sceneBytes := c.SceneBytes
 	if c.FootprintBytes > 0 {
 		sceneBytes = firstOfFootprint(c.FootprintBytes, c.renderTargetBytes(), fl.page)
 	}
-	scene, err := fl.take(sceneBytes, memory.MixWeights(), "scene")
-	if err != nil {
-		return err
+	if scene, err = fl.take(sceneBytes, memory.MixWeights(), "scene"); err != nil {
+		return
 	}
-	rt, err := fl.take(c.renderTargetBytes(), renderMix(), "render targets")
-	if err != nil {
-		return err
+	if rt, err = fl.take(c.renderTargetBytes(), renderMix(), "render targets"); err != nil {
+		return
 	}
 	rl, err := ramLayout(env)
 	if err != nil {
-		return err
+		return
 	}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
+	ws, err = rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
+	return
+}
+
+// Fits reports whether the workload fits env's VM (see Fitter).
+func (w *CAD) Fits(env *Env) error {
+	_, _, _, err := w.place(env)
+	return err
+}
+
+// Start uploads the scene and starts rendering.
+func (w *CAD) Start(env *Env) error {
+	c := w.cfg
+	scene, rt, ws, err := w.place(env)
 	if err != nil {
 		return err
 	}

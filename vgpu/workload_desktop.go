@@ -80,22 +80,34 @@ func NewDesktop(cfg DesktopConfig) (*Desktop, error) {
 // Config returns the configuration, defaults filled in.
 func (w *Desktop) Config() DesktopConfig { return w.cfg }
 
-// Start draws the desktop and starts the updates.
-func (w *Desktop) Start(env *Env) error {
-	c := w.cfg
+// place lays the workload out on env's VM: the surfaces in every vGPU's
+// framebuffer, the working set in guest memory.
+func (w *Desktop) place(env *Env) (surf, ws span, err error) {
 	fl, err := fbLayout(env)
 	if err != nil {
-		return err
+		return
 	}
-	surf, err := fl.take(c.SurfaceBytes, textMix(), "surfaces")
-	if err != nil {
-		return err
+	if surf, err = fl.take(w.cfg.SurfaceBytes, textMix(), "surfaces"); err != nil {
+		return
 	}
 	rl, err := ramLayout(env)
 	if err != nil {
-		return err
+		return
 	}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
+	ws, err = rl.take(w.cfg.RAMWorkingSetBytes, ramMix(), "working set")
+	return
+}
+
+// Fits reports whether the workload fits env's VM (see Fitter).
+func (w *Desktop) Fits(env *Env) error {
+	_, _, err := w.place(env)
+	return err
+}
+
+// Start draws the desktop and starts the updates.
+func (w *Desktop) Start(env *Env) error {
+	c := w.cfg
+	surf, ws, err := w.place(env)
 	if err != nil {
 		return err
 	}

@@ -112,30 +112,42 @@ func (w *Inference) RequestWork(spec GPUSpec) time.Duration {
 	return GPUWork(2*w.cfg.Model.MACs, w.cfg.Precision.peak(spec), w.cfg.Efficiency)
 }
 
-// Start loads the model into every vGPU's framebuffer and starts serving.
-func (w *Inference) Start(env *Env) error {
+// place lays the workload out on env's VM: the weights and activation
+// arena in every vGPU's framebuffer, the working set in guest memory.
+func (w *Inference) place(env *Env) (weights, arena, ws span, err error) {
 	c := w.cfg
 	fl, err := fbLayout(env)
 	if err != nil {
-		return err
+		return
 	}
 	weightsBytes := c.WeightsBytes
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	weights, err := fl.take(weightsBytes, memory.MixWeights(), "weights")
-	if err != nil {
-		return err
+	if weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
+		return
 	}
-	arena, err := fl.take(c.ActivationsBytes, memory.MixActivations(), "activation arena")
-	if err != nil {
-		return err
+	if arena, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activation arena"); err != nil {
+		return
 	}
 	rl, err := ramLayout(env)
 	if err != nil {
-		return err
+		return
 	}
-	ws, err := rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
+	ws, err = rl.take(c.RAMWorkingSetBytes, ramMix(), "working set")
+	return
+}
+
+// Fits reports whether the workload fits env's VM (see Fitter).
+func (w *Inference) Fits(env *Env) error {
+	_, _, _, err := w.place(env)
+	return err
+}
+
+// Start loads the model into every vGPU's framebuffer and starts serving.
+func (w *Inference) Start(env *Env) error {
+	c := w.cfg
+	weights, arena, ws, err := w.place(env)
 	if err != nil {
 		return err
 	}

@@ -205,10 +205,10 @@ func TestFootprint(t *testing.T) {
 	if want := int(5*GiB/(64<<10)) + 4; n != want {
 		t.Errorf("%d non-zero pages, want %d", n, want)
 	}
+	// One that does not fit is refused where the VM is made.
 	big, _ := NewInference(InferenceConfig{FootprintBytes: 12 * GiB})
-	vm2 := mustVM(t, h, VMSpec{ID: "b", RAMBytes: 4 * GiB, Profiles: []string{"P40-12Q"}, Workload: big})
-	if err := vm2.Start(); !errors.Is(err, ErrWorkload) {
-		t.Errorf("12 GiB on a 12Q (%d usable): %v", vm2.VGPUs()[0].UsableFramebufferBytes(), err)
+	if _, err := h.CreateVM(VMSpec{ID: "b", RAMBytes: 4 * GiB, Profiles: []string{"P40-12Q"}, Workload: big}); !errors.Is(err, ErrWorkload) {
+		t.Errorf("12 GiB on a 12Q (%d usable): %v", vm.VGPUs()[0].UsableFramebufferBytes(), err)
 	}
 }
 

@@ -127,28 +127,43 @@ func (w *Training) IterationWork(spec GPUSpec) time.Duration {
 	return GPUWork(ops, w.cfg.Precision.peak(spec), w.cfg.Efficiency)
 }
 
-// Start loads the model and queues the first iterations.
-func (w *Training) Start(env *Env) error {
+// place lays the workload out on env's VM: the weights and activations in
+// every vGPU's framebuffer, the optimizer state in guest memory.
+func (w *Training) place(env *Env) (weights, acts, optimizer span, err error) {
 	c := w.cfg
 	fl, err := fbLayout(env)
 	if err != nil {
-		return err
+		return
 	}
 	weightsBytes := c.WeightsBytes
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	if w.weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
-		return err
+	if weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
+		return
 	}
-	if w.acts, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activations"); err != nil {
-		return err
+	if acts, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activations"); err != nil {
+		return
 	}
 	rl, err := ramLayout(env)
 	if err != nil {
-		return err
+		return
 	}
-	if w.optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights(), "optimizer state"); err != nil {
+	optimizer, err = rl.take(c.OptimizerStateBytes, memory.MixWeights(), "optimizer state")
+	return
+}
+
+// Fits reports whether the workload fits env's VM (see Fitter).
+func (w *Training) Fits(env *Env) error {
+	_, _, _, err := w.place(env)
+	return err
+}
+
+// Start loads the model and queues the first iterations.
+func (w *Training) Start(env *Env) error {
+	c := w.cfg
+	var err error
+	if w.weights, w.acts, w.optimizer, err = w.place(env); err != nil {
 		return err
 	}
 	if w.ram, err = newDirtier(env.RAM(), w.optimizer, memory.Sweep, c.RAMDirtyBytesPerSec, derive(c.Seed, 11)); err != nil {
