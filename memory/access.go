@@ -8,7 +8,8 @@ type PageState struct {
 	// the generation a migration stored with it.
 	Gen uint32
 	// Class is the content class of the page; ClassExplicit once bytes
-	// were written with WriteAt or StorePage.
+	// were written with WriteAt or StorePage (unless a Synthetic region
+	// recognized them as a class's generated content).
 	Class Class
 }
 
@@ -81,7 +82,7 @@ func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
 		return PageState{}, ErrUnmapped
 	}
 	r.sp.readLocked(t, 0, dst)
-	r.sp.learnSum(t.abs)
+	r.sp.learnSum(t.abs, dst)
 	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
 }
 
@@ -166,13 +167,22 @@ func (r *Region) fillPage(p int, c Class) error {
 
 // StorePage sets page p to data (one page) at generation gen, as a
 // migration's destination applies a page it received. An all-zero page is
-// stored as ClassZero, taking no memory in a Sparse or Synthetic region.
+// stored as ClassZero, taking no memory in a Sparse or Synthetic region. In
+// a Synthetic region, a page whose bytes are the generated content of a
+// class for this page and generation is stored as that class, taking no
+// memory either: a destination that receives a synthetic VM's bytes holds
+// it as compactly as the source.
 func (r *Region) StorePage(p int, data []byte, gen uint32) error {
 	if len(data) != r.sp.pageSize {
 		return ErrPageSize
 	}
 	if err := r.checkPages("store", p, 1); err != nil {
 		return err
+	}
+	if !r.sp.storesGenerated() && !IsZero(data) {
+		if ok, err := r.storeRecognized(p, data, gen); ok || err != nil {
+			return err
+		}
 	}
 	if sb := r.sp.sparse(); sb != nil && !IsZero(data) {
 		bp := sb.newPage()
@@ -187,6 +197,30 @@ func (r *Region) StorePage(p int, data []byte, gen uint32) error {
 	r.markLocked(t)
 	r.unlockPage(t)
 	return nil
+}
+
+// storeRecognized stores page p of a Synthetic region as the generated
+// class whose content data is, if there is one, and reports whether it
+// did. The class is found outside every lock, as install fills a page.
+func (r *Region) storeRecognized(p int, data []byte, gen uint32) (bool, error) {
+	t := r.resolve(p)
+	bp := r.sp.scratch.Get().(*[]byte)
+	defer r.sp.scratch.Put(bp)
+	c, ok := classOf(data, t.seed, t.key, gen, *bp)
+	if !ok {
+		return false, nil
+	}
+	// The sum is of the bytes generated, which are the page's, whatever
+	// the caller does with data meanwhile.
+	sum := xxhash.Sum64(*bp)
+	if !r.lockTarget(t) {
+		return false, ErrUnmapped
+	}
+	r.sp.setLocked(t, c, gen)
+	r.sp.recordSum(t.abs, sum)
+	r.markLocked(t)
+	r.unlockPage(t)
+	return true, nil
 }
 
 // StoreGenerated sets page p to the generated content of class c at

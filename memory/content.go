@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -140,4 +141,29 @@ func fillText(dst []byte, r *wyrand) {
 			dst = dst[c:]
 		}
 	}
+}
+
+// recognizePrefixBytes is how much of a page classOf generates for each
+// class before it generates a whole page: enough that a page of another
+// class, or of explicit bytes, is told apart at once.
+const recognizePrefixBytes = 64
+
+// classOf returns the generated class whose content for (seed, page, gen)
+// is exactly data, and false if none is. scratch, one page long, is
+// overwritten. A class is tried on a short prefix first (every generator's
+// output for a shorter buffer is a prefix of its output for a longer one),
+// so a page of explicit bytes costs four short generations.
+func classOf(data []byte, seed, page uint64, gen uint32, scratch []byte) (Class, bool) {
+	n := min(recognizePrefixBytes, len(data))
+	for c := ClassWeights; c < ClassExplicit; c++ {
+		Generate(scratch[:n], c, seed, page, gen)
+		if !bytes.Equal(scratch[:n], data[:n]) {
+			continue
+		}
+		Generate(scratch, c, seed, page, gen)
+		if bytes.Equal(scratch, data) {
+			return c, true
+		}
+	}
+	return 0, false
 }

@@ -75,21 +75,25 @@ func (sp *space) knownSum(p int) (uint64, bool) {
 	return k.sums[p&(knownChunkPages-1)].Load(), true
 }
 
-// learnSum records the sum of page p, read whole under its lock, unless
-// one already holds: only pages whose bytes are stored, which read the
-// same whatever window's seed reads them, and are not zero, for which the
-// digest needs no sum.
-func (sp *space) learnSum(p int) {
+// learnSum records the sum of page p, read whole into read under its lock,
+// unless one already holds or the page is zero, for which the digest needs
+// no sum. A generated page's sum is learnt too: its bytes are a function of
+// its window's seed, which is fixed while it is mapped (Map and Unmap
+// scrub, which drops the sum), so a Synthetic source's digest does not
+// generate again every page the migration read.
+func (sp *space) learnSum(p int, read []byte) {
 	if sp.classes[p] == ClassZero {
 		return
 	}
-	buf := sp.back.page(p)
-	if buf == nil {
+	if _, ok := sp.knownSum(p); ok {
 		return
 	}
-	if _, ok := sp.knownSum(p); !ok {
-		sp.recordSum(p, xxhash.Sum64(buf))
+	// Stored bytes are hashed where they are stored, which no caller can
+	// change; generated ones where they were just generated.
+	if buf := sp.back.page(p); buf != nil {
+		read = buf
 	}
+	sp.recordSum(p, xxhash.Sum64(read))
 }
 
 // forgetSum drops the sum recorded for page p. The caller changed the page

@@ -139,8 +139,15 @@ func regionMachine(t *rapid.T) {
 			p := rapid.IntRange(0, rs[0].Pages()-1).Draw(t, "page")
 			gen := rapid.Uint32().Draw(t, "gen")
 			data := make([]byte, pageSize)
+			// A page of generated content, as a destination receives
+			// a synthetic source's pages, which a Synthetic region
+			// stores as its class; or one byte off it, which it must not.
+			if rapid.Bool().Draw(t, "generated") {
+				seed, key, _ := ref.key(base + p)
+				Generate(data, rapid.SampledFrom(classes).Draw(t, "class"), seed, key, gen)
+			}
 			if rapid.Bool().Draw(t, "nonzero") {
-				data[rapid.IntRange(0, pageSize-1).Draw(t, "at")] = 1
+				data[rapid.IntRange(0, pageSize-1).Draw(t, "at")] ^= 1
 			}
 			for _, r := range rs {
 				if err := r.StorePage(p, data, gen); err != nil {

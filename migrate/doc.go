@@ -154,7 +154,12 @@
 // wire bytes within 0.5 % and on the part of the stun the wire sets (the
 // stun less its fixed costs and Legacy's checkpoint path) within 2 %; a
 // test holds them to it. Model moves a 24 GB framebuffer in well under a
-// second of wall time.
+// second of wall time, and is the default; Bytes, which encodes for real,
+// is for testing the copy path. Bytes applies each batch at the
+// destination as it is encoded, so its memory is a batch's, not a
+// round's, and a Synthetic destination stores a page whose bytes are
+// generated content as its class, so it holds a synthetic VM as compactly
+// as its source.
 //
 // # Links
 //

@@ -74,7 +74,7 @@ func TestDestinationEqualsSourceProperty(t *testing.T) {
 		if err := src.Advance(time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, "warmup"))); err != nil {
 			rt.Fatal(err)
 		}
-		cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"), MaxRounds: rapid.IntRange(1, 5).Draw(rt, "maxRounds")}, Link: rapid.SampledFrom([]Link{GbE1(), GbE10()}).Draw(rt, "link"), Codec: rapid.SampledFrom([]Codec{CodecZstd, CodecNone, CodecS2, CodecAuto}).Draw(rt, "codec"), BatchBytes: rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch")}
+		cfg := Config{Policy: Policy{Mode: rapid.SampledFrom([]Mode{PreCopy, Legacy}).Draw(rt, "mode"), OnNonConvergence: rapid.SampledFrom([]NonConvergence{Throttle, SwitchAnyway}).Draw(rt, "policy"), MaxRounds: rapid.IntRange(1, 5).Draw(rt, "maxRounds")}, Link: rapid.SampledFrom([]Link{GbE1(), GbE10()}).Draw(rt, "link"), Codec: rapid.SampledFrom([]Codec{CodecZstd, CodecNone, CodecS2, CodecAuto}).Draw(rt, "codec"), BatchBytes: rapid.SampledFrom([]int{64 << 10, 1 << 20}).Draw(rt, "batch"), Fidelity: Bytes}
 		sameClock(rt, src, dst)
 		s, err := NewSim(SimConfig{}, src, dst)
 		if err != nil {

@@ -59,14 +59,23 @@ func writerOptions(m *Migration) checkpoint.WriterOptions {
 // byteTransport encodes pages with the checkpoint package into an
 // in-memory wire and applies them at the destination with an Applier, so
 // the destination holds exactly the bytes the stream carried.
+//
+// The destination applies each batch as soon as it is written, so the wire
+// holds one batch, not a round: a round of gigabytes costs the memory of
+// a batch. The link still carries the round's bytes for the simulated time
+// they take; only the incoming VM's memory, which nothing runs or reads
+// before the stream has arrived and been verified, is ahead of it. A
+// failure to apply is held until the bytes arrive (deliver), so that a
+// migration fails when the destination would have found it.
 type byteTransport struct {
-	m    *Migration
-	w    *checkpoint.Writer
-	eng  *Engine
-	wire bytes.Buffer
-	rd   *checkpoint.Reader
-	ap   *checkpoint.Applier
-	sent int64 // writer offset at the last markSent
+	m        *Migration
+	w        *checkpoint.Writer
+	eng      *Engine
+	wire     bytes.Buffer
+	rd       *checkpoint.Reader
+	ap       *checkpoint.Applier
+	sent     int64 // writer offset at the last markSent
+	applyErr error // the first failure to apply, told by deliver
 }
 
 func newByteTransport(m *Migration) (*byteTransport, error) {
@@ -104,7 +113,7 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	r := t.m.srcRegs[i]
 	before := t.w.Offset() // a nil set is every page in use: Copy finds them
-	tr, err := t.eng.Copy(context.Background(), t.w, r, uint32(i), set)
+	tr, err := t.eng.Copy(context.Background(), applyingWriter{t}, r, uint32(i), set)
 	if err != nil {
 		return tr, err
 	}
@@ -149,15 +158,33 @@ func (t *byteTransport) pending() int64 { return t.w.Offset() - t.sent }
 func (t *byteTransport) markSent()      { t.sent = t.w.Offset() }
 func (t *byteTransport) total() int64   { return t.w.Offset() }
 
-func (t *byteTransport) deliver() error {
-	for t.rd.Offset() < t.sent {
+// applyingWriter writes a batch to the wire and has the destination apply
+// it at once.
+type applyingWriter struct{ t *byteTransport }
+
+func (a applyingWriter) WriteBatch(b checkpoint.EncodedBatch) error {
+	if err := a.t.w.WriteBatch(b); err != nil {
+		return err
+	}
+	a.t.apply(a.t.w.Offset())
+	return nil
+}
+
+// apply has the destination take in the stream up to offset, or what of
+// it the writer has put on the wire, unless an earlier failure stopped it.
+func (t *byteTransport) apply(offset int64) {
+	for t.applyErr == nil && t.rd.Offset() < offset {
 		if _, err := t.ap.Step(); err == io.EOF {
 			break
 		} else if err != nil {
-			return err
+			t.applyErr = err
 		}
 	}
-	return nil
+}
+
+func (t *byteTransport) deliver() error {
+	t.apply(t.sent)
+	return t.applyErr
 }
 
 func (t *byteTransport) states() ([][]byte, error) {

@@ -83,7 +83,7 @@ func TestDifferentialSimLive(t *testing.T) {
 			}
 			vmA, dstA := start(migtest.HostPair)
 			migtest.SameClock(t, vmA.Host(), dstA)
-			simRep, simErr := migrate.Migrate(vmA, dstA, migrate.Config{Policy: tc.policy, Link: link, Costs: costs, Codec: migrate.CodecNone})
+			simRep, simErr := migrate.Migrate(vmA, dstA, migrate.Config{Policy: tc.policy, Link: link, Costs: costs, Codec: migrate.CodecNone, Fidelity: migrate.Bytes})
 
 			vmB, dstB := start(hostPair)
 			clock := &netClock{}
