@@ -130,12 +130,7 @@ func (r *Region) Fill(first, n int, c Class) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	for p := first; p < first+n; p++ {
-		if err := r.fillPage(p, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.fill(first, n, func(int) Class { return c })
 }
 
 // FillMix is Fill with each page's class chosen by m for r's seed.
@@ -146,12 +141,7 @@ func (r *Region) FillMix(first, n int, m Mix) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	for p := first; p < first+n; p++ {
-		if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.fill(first, n, func(p int) Class { return m.ClassOf(r.seed, uint64(p)) })
 }
 
 func (r *Region) fillPage(p int, c Class) error {

@@ -272,3 +272,31 @@ func drainFreePages(shift int) {
 	for freePages[shift].Get() != nil {
 	}
 }
+
+// BenchmarkFillMix rewrites a P40-8Q-sized window (8 GiB of 64 KiB pages)
+// of a Synthetic framebuffer with a mix, as a training iteration rewrites
+// its weights: as one operation under every lock stripe (path=bulk), or
+// page by page (path=page, what a small fill does). SetBytes is the
+// window's size.
+func BenchmarkFillMix(b *testing.B) {
+	const pageSize, pages = 64 << 10, 131072
+	for _, path := range []string{"bulk", "page"} {
+		b.Run("path="+path, func(b *testing.B) {
+			root := mustNew(b, Config{SizeBytes: 3 * pages * pageSize, PageSize: pageSize, Kind: Synthetic})
+			if path == "page" {
+				root.sp.bulkFillMin = pages + 1
+			}
+			win, err := root.Map(pages, pages, 7)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(pages * pageSize)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := win.FillMix(0, pages, MixWeights()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

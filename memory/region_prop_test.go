@@ -28,6 +28,9 @@ func regionMachine(t *rapid.T) {
 	// Both ways of collecting: swapping words (the way of a log this
 	// small) and swapping bitmaps (forced).
 	flipMinWords := rapid.SampledFrom([]int{flipMinWords, 0}).Draw(t, "flipMinWords")
+	// Fills page by page, or (a Synthetic region) as one operation at
+	// any size.
+	bulkFillMin := rapid.SampledFrom([]int{bulkFillMinPages, 1}).Draw(t, "bulkFillMin")
 	br := backedRegions{windows: map[int][]*Region{}}
 	for _, k := range allKinds {
 		r, err := New(Config{SizeBytes: int64(pageSize * pages), PageSize: pageSize, Kind: k, Seed: seed})
@@ -35,6 +38,7 @@ func regionMachine(t *rapid.T) {
 			t.Fatal(err)
 		}
 		r.log.flipMinWords = flipMinWords
+		r.sp.bulkFillMin = bulkFillMin
 		br.roots = append(br.roots, r)
 	}
 	size := int64(pageSize * pages)

@@ -46,6 +46,8 @@ type space struct {
 
 	scratch sync.Pool // *[]byte of one page, for partial reads and writes of generated pages
 
+	bulkFillMin int // bulkFillMinPages, but lowered by tests so that small regions take the bulk path
+
 	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
 	known  []atomic.Pointer[knownChunk] // sums StorePage and ReadPage recorded, by 128 pages: see knownsum.go
 }
@@ -66,6 +68,8 @@ func newSpace(cfg Config) *space {
 		gens:     make([]uint32, pages),
 		locks:    make([]paddedRWMutex, lockStripes),
 		known:    newKnownSums(pages),
+
+		bulkFillMin: bulkFillMinPages,
 	}
 	if cfg.Kind == Dense {
 		sp.back = newDense(pages, shift)
