@@ -40,6 +40,13 @@
 // migration's, and moves to it with Sim.AdvanceTo. Migrate does all of it
 // in one call and gives the two hosts back.
 //
+// Sim.Evacuate empties a host, as maintenance mode does: it migrates every
+// VM on it to the hosts given, each to the one its vgpu.Placement picks
+// among those with room (vgpu.ChooseDestination), as many at once as
+// SimConfig.MaxPerHost allows, the next starting at the instant one ends;
+// the VMs it cannot move (passthrough, no room anywhere) are left on the
+// host, each with its reason.
+//
 // Each event is returned once, to whichever call asks first: Sim.Step,
 // Advance and Run return those of every migration, Migration.Step and Run
 // only their own migration's. An event waits in the Sim until then and the

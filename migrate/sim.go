@@ -59,6 +59,9 @@ type Sim struct {
 	costs  costTables
 	queue  []queued // events not yet returned, in the order they happened
 	stale  int      // entries of queue whose event a migration's Step took
+
+	evacs   []*Evacuation // those with VMs waiting
+	pumpDue bool          // a migration ended: an evacuation may start the next
 }
 
 // queued is an event waiting in the Sim, the i-th of its migration's. Its
@@ -177,7 +180,7 @@ func (s *Sim) Active() []*Migration { return slices.Clone(s.active) }
 
 // Idle reports whether no migration is under way and every event has been
 // returned.
-func (s *Sim) Idle() bool { return len(s.active) == 0 && s.Pending() == 0 }
+func (s *Sim) Idle() bool { return len(s.active) == 0 && s.Pending() == 0 && !s.pumpDue }
 
 // Pending returns the number of events that happened and that neither
 // Sim.Step, Advance or Run nor their migration's Step or Run has returned
@@ -348,6 +351,9 @@ func (s *Sim) fire() {
 // step advances to the next scheduled moment, if it is no later than limit,
 // and handles it.
 func (s *Sim) step(limit time.Duration) error {
+	if s.pumpDue {
+		s.pump()
+	}
 	t, ok := s.nextAt()
 	if !ok {
 		return errNoEvent
@@ -403,8 +409,12 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 			return s.drain(), err
 		}
 	}
-	// Timers due exactly at end fire before returning.
+	// Timers due exactly at end fire before returning, and evacuations
+	// start the migrations whose slot freed at end.
 	for {
+		if s.pumpDue {
+			s.pump()
+		}
 		t, ok := s.nextAt()
 		if !ok || t > end {
 			break
@@ -422,7 +432,7 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 // alternates NextEventAt and AdvanceTo: the events, reports and host
 // states are those one Advance over the whole time gives.
 func (s *Sim) NextEventAt() (time.Duration, bool) {
-	if s.Pending() > 0 {
+	if s.Pending() > 0 || s.pumpDue {
 		return s.now, true
 	}
 	best, ok := s.nextAt()
@@ -470,6 +480,9 @@ func (s *Sim) drain() []Event {
 
 func (s *Sim) remove(m *Migration) {
 	s.active = slices.DeleteFunc(s.active, func(x *Migration) bool { return x == m })
+	// Its slot is free: an evacuation may start its next VM, which the
+	// next step does, at this instant.
+	s.pumpDue = len(s.evacs) > 0
 }
 
 // maxTime is beyond any simulated horizon.

@@ -31,6 +31,13 @@
 // when nothing fits, a *PlacementError gives each GPU's reason. A VM with
 // Passthrough takes a whole GPU and cannot be migrated.
 //
+// Across hosts, the same two rules choose a host (ChooseHost, PlaceVM; for
+// a migrating VM, ChooseDestination): breadth-first the host with the
+// fewest vGPUs, depth-first the one with the most that can still take the
+// VM, which packs VMs and leaves whole GPUs free for other types. CanPlace
+// and CheckIncoming ask a host without reserving anything; when no host
+// can take a VM, a *NoHostError gives each host's reason.
+//
 // # VMs and devices
 //
 // A VM's run state moves created -> running <-> paused, -> stopped ->
