@@ -29,7 +29,8 @@ type Scheduler struct {
 	slotEnd time.Duration // when cur's slice ends
 	overrun bool          // cur is past slotEnd, running to its job's next chunk boundary
 
-	rep         *Report // the caller's, during Advance
+	rep         *Report       // the caller's, during Advance
+	busy        time.Duration // GPU time granted since New, for Busy
 	ivBusy      time.Duration
 	ivDecisions int64
 
@@ -346,6 +347,7 @@ func (s *Scheduler) skipPeriods(i int, target time.Duration) bool {
 	t.scheduled += run
 	t.ivGranted += run
 	s.ivBusy += run
+	s.busy += run
 	s.now += k * p
 	t.eligible = s.now
 	s.last = i
@@ -367,6 +369,7 @@ func (s *Scheduler) grant(t *tenant, j *job, d time.Duration, overshoot bool) {
 	t.scheduled += d
 	t.ivGranted += d
 	s.ivBusy += d
+	s.busy += d
 	if overshoot {
 		t.overshoot += d
 		t.ivOvershoot += d

@@ -149,6 +149,13 @@ func (v *VGPU) VM() *VM { return v.vm }
 // Index returns the vGPU's position in its VM.
 func (v *VGPU) Index() int { return v.index }
 
+// GPUTime returns the GPU time of the work the vGPU has completed since it
+// was created: its device's counter (RegGPUTimeLo/Hi, whole microseconds
+// a job), which its device state carries, so that it survives a migration
+// or a checkpoint, where a scheduler tenant's Granted starts again at the
+// destination.
+func (v *VGPU) GPUTime() time.Duration { return time.Duration(v.gpuTimeUS) * time.Microsecond }
+
 // Framebuffer returns the vGPU's framebuffer: a window of the GPU's, with
 // its own dirty log. Nothing done through it reaches outside it.
 func (v *VGPU) Framebuffer() *memory.Region { return v.window }

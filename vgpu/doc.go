@@ -77,6 +77,16 @@
 // every host it drives. Host.NextEventAt says when the next workload event
 // is due, for a driver that goes from event to event.
 //
+// # Observation
+//
+// GPU.Scheduler is a read-only view of a GPU's scheduler (sched.View): its
+// tenants and the GPU time it granted. GPU.Utilization is the fraction of
+// any interval of the retained history (HostConfig.UsageRetention, by
+// UsageResolution) the GPU was busy; the host stops at every boundary of
+// the history, so over whole buckets it is exact. VGPU.GPUTime and
+// VM.GPUTime are the GPU time of the work a vGPU completed, kept in its
+// device state, so that it survives a migration.
+//
 // # Workloads
 //
 // A Workload is driven by its host through an Env. Four are provided, in

@@ -33,6 +33,7 @@ type GPU struct {
 	passthrough *VM
 	byTenant    map[sched.TenantID]*VGPU
 	rep         sched.Report
+	usage       usageHistory
 }
 
 func newGPU(h *Host, index int) (*GPU, error) {
@@ -51,7 +52,7 @@ func newGPU(h *Host, index int) (*GPU, error) {
 		return nil, fmt.Errorf("%w: GPU %d scheduler: %w", ErrConfig, index, err)
 	}
 	return &GPU{host: h, index: index, spec: cfg.GPU, fb: fb, sched: s, ecc: cfg.ECC,
-		byTenant: make(map[sched.TenantID]*VGPU)}, nil
+		byTenant: make(map[sched.TenantID]*VGPU), usage: newUsageHistory(cfg.UsageResolution, cfg.UsageRetention)}, nil
 }
 
 // Index returns the GPU's position on its host, from 0.
@@ -61,10 +62,10 @@ func (g *GPU) Index() int { return g.index }
 // framebuffer is a window.
 func (g *GPU) Framebuffer() *memory.Region { return g.fb }
 
-// Scheduler returns the scheduler that shares the GPU's engines among its
-// vGPUs, for inspection. Driving it directly (adding tenants, advancing
-// time) breaks the host's bookkeeping.
-func (g *GPU) Scheduler() *sched.Scheduler { return g.sched }
+// Scheduler returns a read-only view of the scheduler that shares the
+// GPU's engines among its vGPUs: its tenants (VGPU.Tenant names a vGPU's)
+// and the GPU time it granted. Only the host drives the scheduler.
+func (g *GPU) Scheduler() sched.View { return g.sched.View() }
 
 // ECCEnabled reports whether ECC memory is on.
 func (g *GPU) ECCEnabled() bool { return g.ecc }
@@ -175,6 +176,7 @@ func (g *GPU) advance(t time.Duration) error {
 	if err := g.sched.Advance(t-g.sched.Now(), &g.rep); err != nil {
 		return fmt.Errorf("%w: GPU %d: %w", ErrInvalidDuration, g.index, err)
 	}
+	g.usage.add(g.rep.Start, g.rep.End, g.rep.Busy)
 	for _, c := range g.rep.Completions {
 		if v := g.byTenant[c.Tenant]; v != nil {
 			if err := v.complete(c); err != nil {

@@ -85,6 +85,11 @@ type HostConfig struct {
 	Seed uint64
 	// Start is the host's simulated time at creation.
 	Start time.Duration
+	// UsageResolution and UsageRetention shape each GPU's utilization
+	// history (GPU.Utilization): the busy time of every UsageResolution
+	// of the clock, kept for UsageRetention; zero means
+	// DefaultUsageResolution and DefaultUsageRetention.
+	UsageResolution, UsageRetention time.Duration
 }
 
 func (c HostConfig) withDefaults() (HostConfig, error) {
@@ -106,6 +111,12 @@ func (c HostConfig) withDefaults() (HostConfig, error) {
 	if c.RAMPageSize == 0 {
 		c.RAMPageSize = DefaultRAMPageSize
 	}
+	if c.UsageResolution == 0 {
+		c.UsageResolution = DefaultUsageResolution
+	}
+	if c.UsageRetention == 0 {
+		c.UsageRetention = max(DefaultUsageRetention, c.UsageResolution)
+	}
 	switch {
 	case c.GPUs < 1 || c.GPUs > MaxGPUs:
 		return c, configError("%d GPUs outside [1, %d]", c.GPUs, MaxGPUs)
@@ -117,6 +128,8 @@ func (c HostConfig) withDefaults() (HostConfig, error) {
 		return c, configError("framebuffer page size %d is not a power of two dividing 1 GiB", c.FramebufferPageSize)
 	case !pow2(c.RAMPageSize) || c.RAMPageSize < memory.MinPageSize || c.RAMPageSize > memory.MaxPageSize:
 		return c, configError("RAM page size %d is not a power of two in [%d, %d]", c.RAMPageSize, memory.MinPageSize, memory.MaxPageSize)
+	case c.UsageResolution < time.Millisecond || c.UsageRetention < c.UsageResolution || c.UsageRetention/c.UsageResolution > maxUsageBuckets:
+		return c, configError("usage resolution %v and retention %v: want a resolution of 1 ms or more and at most %d of it retained", c.UsageResolution, c.UsageRetention, maxUsageBuckets)
 	case c.Start < 0 || c.Start > sched.MaxTime:
 		return c, configError("start %v outside [0, %v]", c.Start, sched.MaxTime)
 	}
@@ -278,7 +291,9 @@ func (h *Host) advance(d time.Duration) error {
 	}
 	end := h.now + d
 	for {
-		t := end
+		// Every bucket boundary of the GPUs' utilization history is a
+		// stop, so that each scheduler interval lies within one bucket.
+		t := min(end, h.gpus[0].usage.nextBoundary(h.now))
 		if e, ok := h.NextEventAt(); ok && e < t {
 			t = e
 		}

@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
 )
@@ -129,6 +130,16 @@ func (vm *VM) RAMFootprintBytes() int64 { return vm.footprint }
 // VGPUs returns the VM's vGPUs (for a passthrough VM, its one pseudo-vGPU
 // covering the whole GPU).
 func (vm *VM) VGPUs() []*VGPU { return append([]*VGPU(nil), vm.devices...) }
+
+// GPUTime returns the GPU time of the work the VM's vGPUs have completed,
+// across migrations (see VGPU.GPUTime).
+func (vm *VM) GPUTime() time.Duration {
+	var t time.Duration
+	for _, d := range vm.devices {
+		t += d.GPUTime()
+	}
+	return t
+}
 
 // Framebuffers returns each vGPU's framebuffer window, in vGPU order.
 func (vm *VM) Framebuffers() []*memory.Region {
