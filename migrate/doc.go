@@ -45,7 +45,9 @@
 // among those with room (vgpu.ChooseDestination), as many at once as
 // SimConfig.MaxPerHost allows, the next starting at the instant one ends;
 // the VMs it cannot move (passthrough, no room anywhere) are left on the
-// host, each with its reason.
+// host, each with its reason. Summarize sums up many migrations' reports:
+// a row each, totals per link and per host, stun percentiles; it writes as
+// CSV and JSON.
 //
 // Each event is returned once, to whichever call asks first: Sim.Step,
 // Advance and Run return those of every migration, Migration.Step and Run

@@ -198,14 +198,16 @@ func (h *history) metrics(name string, from, to time.Duration) Metrics {
 	}
 	m.BusyTime = sum
 	m.LatencyMean = sum / time.Duration(len(lat))
-	m.LatencyP50 = percentile(lat, 50)
-	m.LatencyP99 = percentile(lat, 99)
+	m.LatencyP50 = Percentile(lat, 50)
+	m.LatencyP99 = Percentile(lat, 99)
 	m.LatencyMax = lat[len(lat)-1]
 	return m
 }
 
-// percentile is the nearest-rank percentile of sorted values.
-func percentile(sorted []time.Duration, p int) time.Duration {
+// Percentile is the nearest-rank p-th percentile (p in [1, 100]) of
+// sorted, a non-empty slice in increasing order: the workloads' latency
+// percentiles and a migration summary's stun percentiles alike.
+func Percentile(sorted []time.Duration, p int) time.Duration {
 	k := (len(sorted)*p + 99) / 100
-	return sorted[max(k, 1)-1]
+	return sorted[min(max(k, 1), len(sorted))-1]
 }

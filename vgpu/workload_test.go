@@ -247,7 +247,7 @@ func TestHistory(t *testing.T) {
 		t.Errorf("%+v", m)
 	}
 	lat := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if percentile(lat, 50) != 5 || percentile(lat, 99) != 10 || percentile(lat[:1], 99) != 1 {
+	if Percentile(lat, 50) != 5 || Percentile(lat, 99) != 10 || Percentile(lat[:1], 99) != 1 {
 		t.Error("percentile")
 	}
 }
