@@ -177,7 +177,9 @@
 // name share that link max-min fairly, their rates changing as transfers
 // start and end; time on the wire is computed from the bytes the stream
 // really encodes. SimConfig.MaxPerHost bounds the migrations a host takes
-// part in at once (8 by default, as vSphere 7 allows on 10 GbE).
+// part in at once (8 by default, as vSphere 7 allows on 10 GbE). A link's
+// line rate can change while migrations use it (Sim.SetLinkCapacity), and
+// an idle link be forgotten (Sim.RemoveLink).
 //
 // # The copy engine
 //

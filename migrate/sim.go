@@ -74,10 +74,13 @@ type queued struct {
 	taken *int // the migration's events returned
 }
 
-// linkState is one link and the flows that share it.
+// linkState is one link and the flows that share it: link as first
+// declared, against which later migrations' links are checked, and its
+// line rate now, which SetLinkCapacity may have changed.
 type linkState struct {
-	link  Link
-	share share
+	link       Link
+	bitsPerSec int64
+	share      share
 }
 
 // NewSim returns a Sim that drives the given hosts. Hosts that migrations
@@ -196,7 +199,7 @@ func (s *Sim) link(l Link) (*linkState, error) {
 			return ls, nil
 		}
 	}
-	ls := &linkState{link: l, share: share{capacity: l.GoodputBytesPerSec()}}
+	ls := &linkState{link: l, bitsPerSec: l.BandwidthBitsPerSec, share: share{capacity: l.GoodputBytesPerSec()}}
 	s.links = append(s.links, ls)
 	return ls, nil
 }
