@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/vgpusim/vgpusim/examples/internal/readmecheck"
+)
+
+// The README's output block is what the program prints with default flags.
+func TestREADME(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the default run under the race detector takes minutes")
+	}
+	readmecheck.CheckRun(t, "maintenance", run)
+}
