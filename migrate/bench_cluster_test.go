@@ -1,0 +1,139 @@
+package migrate_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// clusterSimEnv overrides the simulated time of BenchmarkCluster's runs, a
+// Go duration ("10m"), for shorter runs than the minute and the hour they
+// simulate by default.
+const clusterSimEnv = "VGPUSIM_CLUSTER_SIM"
+
+// BenchmarkCluster simulates a data centre: hosts with two P40s each and
+// eight VMs a host — on one P40 two P40-6Q VMs, one serving Inception V3
+// from its whole framebuffer and one training MobileNet with its whole
+// framebuffer as weights; on the other six P40-2Q VMs, two rendering CAD
+// frames and four desktops — for simulated time sim, with a rolling
+// maintenance that evacuates every host in turn (Sim.Evacuate), driven
+// from event to event by NextEventAt and AdvanceTo as a discrete-event
+// simulator drives it. It reports sim-s/wall-s, simulated seconds per
+// second of wall time, and peak-heap-MiB.
+func BenchmarkCluster(b *testing.B) {
+	for _, c := range []struct {
+		hosts int
+		sim   time.Duration
+	}{{10, time.Minute}, {100, time.Hour}} {
+		sim := c.sim
+		if d, err := time.ParseDuration(os.Getenv(clusterSimEnv)); err == nil && d > 0 {
+			sim = d
+		}
+		b.Run(fmt.Sprintf("hosts=%d/vms=%d", c.hosts, 8*c.hosts), func(b *testing.B) {
+			b.ReportAllocs()
+			var wall time.Duration
+			var peak float64
+			for range b.N {
+				b.StopTimer()
+				sim0, hosts := clusterWorld(b, c.hosts)
+				runtime.GC()
+				heap := migtest.StartPeakHeap(10 * time.Millisecond)
+				start := time.Now()
+				b.StartTimer()
+				rollingMaintenance(b, sim0, hosts, sim)
+				b.StopTimer()
+				wall += time.Since(start)
+				peak = max(peak, heap.Stop())
+				b.StartTimer()
+			}
+			b.ReportMetric(sim.Seconds()*float64(b.N)/wall.Seconds(), "sim-s/wall-s")
+			b.ReportMetric(peak, "peak-heap-MiB")
+		})
+	}
+}
+
+// clusterWorld builds the hosts and their VMs, all running, in one Sim.
+func clusterWorld(b *testing.B, n int) (*migrate.Sim, []*vgpu.Host) {
+	var hosts []*vgpu.Host
+	for i := range n {
+		h, err := vgpu.NewHost(vgpu.HostConfig{Name: fmt.Sprintf("h%03d", i), GPUs: 2, Placement: vgpu.DepthFirst, Seed: uint64(i + 1)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hosts = append(hosts, h)
+	}
+	p6, _ := vgpu.ParseProfile("P40-6Q")
+	for i, h := range hosts {
+		seed := uint64(i) * 16
+		inf, err := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.InceptionV3(), RequestsPerSec: 20, FootprintBytes: p6.UsableFramebufferBytes(), Seed: seed + 1})
+		migtest.Must(b, err)
+		tr, err := vgpu.NewTraining(vgpu.TrainingConfig{Model: vgpu.MobileNet(), FootprintBytes: p6.UsableFramebufferBytes(), Seed: seed + 2})
+		migtest.Must(b, err)
+		ws := []vgpu.Workload{inf, tr}
+		for k := range 2 {
+			cad, err := vgpu.NewCAD(vgpu.CADConfig{TargetFPS: 30, SceneBytes: 1 << 30, Seed: seed + 3 + uint64(k)})
+			migtest.Must(b, err)
+			ws = append(ws, cad)
+		}
+		for k := range 4 {
+			d, err := vgpu.NewDesktop(vgpu.DesktopConfig{Seed: seed + 5 + uint64(k)})
+			migtest.Must(b, err)
+			ws = append(ws, d)
+		}
+		for k, w := range ws {
+			prof, ram := "P40-2Q", int64(8<<30)
+			if k < 2 {
+				prof = p6.Name
+			}
+			if k == 1 {
+				ram = 24 << 30 // the optimizer state, twice the weights
+			}
+			vm, err := h.CreateVM(vgpu.VMSpec{ID: fmt.Sprintf("%s-vm%d", h.Name(), k), RAMBytes: ram, RAMFootprintBytes: 1 << 30,
+				Profiles: []string{prof}, Workload: w})
+			migtest.Must(b, err)
+			migtest.Must(b, vm.Start())
+		}
+	}
+	s, err := migrate.NewSim(migrate.SimConfig{}, hosts...)
+	migtest.Must(b, err)
+	return s, hosts
+}
+
+// rollingMaintenance evacuates host i at i/len(hosts) of the way through
+// sim, to every other host, driving the Sim from event to event.
+func rollingMaintenance(b *testing.B, s *migrate.Sim, hosts []*vgpu.Host, sim time.Duration) {
+	start, next := s.Now(), 0
+	end := start + sim
+	every := sim / time.Duration(len(hosts))
+	for {
+		for next < len(hosts) && s.Now() >= start+time.Duration(next)*every {
+			others := slices.Delete(slices.Clone(hosts), next, next+1)
+			if _, err := s.Evacuate(hosts[next], others, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst}); err != nil {
+				b.Fatal(err)
+			}
+			next++
+		}
+		at, ok := s.NextEventAt()
+		if next < len(hosts) {
+			if due := start + time.Duration(next)*every; !ok || due < at {
+				at, ok = due, true
+			}
+		}
+		if !ok || at > end {
+			break
+		}
+		if _, err := s.AdvanceTo(at); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.AdvanceTo(end); err != nil {
+		b.Fatal(err)
+	}
+}
