@@ -41,18 +41,28 @@ type Left struct {
 	Err error
 }
 
-// Evacuate starts evacuating from to the hosts to: every VM on from that is
-// running, paused or stopped, in the host's order. Hosts not yet in the
+// Evacuate starts evacuating from to the hosts to: every VM on from but
+// one arriving there (incoming), in the host's order. A VM that another
+// migration holds when its turn comes is left, as is one none of the hosts
+// can take; Empty says whether every VM left the host. Hosts not yet in the
 // Sim are added, refused as AddHost refuses them. It fails, wrapping
 // ErrConfig, for a nil host, no destination, or from among them.
 func (s *Sim) Evacuate(from *vgpu.Host, to []*vgpu.Host, cfg EvacuateConfig) (*Evacuation, error) {
 	if from == nil || len(to) == 0 || slices.Contains(to, from) || slices.Contains(to, nil) {
 		return nil, fmt.Errorf("%w: evacuate needs a host and other hosts to evacuate it to", ErrConfig)
 	}
-	for _, h := range append([]*vgpu.Host{from}, to...) {
-		if err := s.AddHost(h); err != nil {
-			return nil, err
+	all := append([]*vgpu.Host{from}, to...)
+	// Every host is checked before any is taken, so that a refusal leaves
+	// the hosts as they were.
+	for _, h := range all {
+		if !slices.Contains(s.hosts, h) {
+			if err := s.checkHost(h); err != nil {
+				return nil, err
+			}
 		}
+	}
+	for _, h := range all {
+		_ = s.AddHost(h) // checked above
 	}
 	ev := &Evacuation{sim: s, from: from, to: slices.Clone(to), cfg: cfg}
 	for _, vm := range from.VMs() {

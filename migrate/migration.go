@@ -210,7 +210,10 @@ func (m *Migration) Step() (Event, bool, error) {
 		if m.Done() {
 			return Event{}, false, nil
 		}
-		if err := m.sim.step(maxTime); err != nil && err != errNoEvent {
+		if err := m.sim.step(maxTime); err == errNoEvent {
+			// Under way with nothing scheduled: no step would ever end it.
+			return Event{}, false, fmt.Errorf("%w: migration of %q has nothing scheduled", ErrConnection, m.vm.ID())
+		} else if err != nil {
 			return Event{}, false, err
 		}
 	}

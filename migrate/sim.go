@@ -151,7 +151,8 @@ func (s *Sim) checkHost(h *vgpu.Host) error {
 }
 
 // RemoveHost stops driving h and gives its clock back. It refuses, with an
-// error wrapping ErrBusy, a host a migration under way uses. Removing a
+// error wrapping ErrBusy, a host a migration under way uses, or an
+// evacuation with VMs still waiting. Removing a
 // host the Sim does not drive does nothing.
 func (s *Sim) RemoveHost(h *vgpu.Host) error {
 	i := slices.Index(s.hosts, h)
@@ -160,6 +161,11 @@ func (s *Sim) RemoveHost(h *vgpu.Host) error {
 	}
 	if n := s.busy(h); n > 0 {
 		return fmt.Errorf("%w: host %q takes part in %d migrations", ErrBusy, h.Name(), n)
+	}
+	for _, ev := range s.evacs {
+		if ev.from == h || slices.Contains(ev.to, h) {
+			return fmt.Errorf("%w: host %q takes part in the evacuation of %q", ErrBusy, h.Name(), ev.from.Name())
+		}
 	}
 	s.clocks[i].Release()
 	s.hosts = slices.Delete(s.hosts, i, i+1)
@@ -181,8 +187,8 @@ func (s *Sim) Hosts() []*vgpu.Host { return slices.Clone(s.hosts) }
 // Active returns the migrations under way, in the order they started.
 func (s *Sim) Active() []*Migration { return slices.Clone(s.active) }
 
-// Idle reports whether no migration is under way and every event has been
-// returned.
+// Idle reports whether no migration is under way, none of an evacuation
+// waits to start (see Evacuate) and every event has been returned.
 func (s *Sim) Idle() bool { return len(s.active) == 0 && s.Pending() == 0 && !s.pumpDue }
 
 // Pending returns the number of events that happened and that neither
@@ -298,15 +304,18 @@ func (s *Sim) advanceTo(t time.Duration) error {
 		ls.share.advance(d)
 	}
 	s.now = t
-	return s.advanceHosts(d)
+	return s.advanceHosts()
 }
 
-// advanceHosts advances every host by d; by 0, it fires the workload
-// events overdue (those a VM's pause held back).
-func (s *Sim) advanceHosts(d time.Duration) error {
+// advanceHosts advances every host to the Sim's time; a host there
+// already fires the workload events overdue (those a VM's pause held
+// back). A host is taken to the Sim's time rather than by the time the Sim
+// moved, so that one a failing workload stopped part-way catches up at the
+// next advance instead of staying behind for good.
+func (s *Sim) advanceHosts() error {
 	var errs []error
 	for i, h := range s.hosts {
-		if err := s.clocks[i].Advance(d); err != nil {
+		if err := s.clocks[i].Advance(s.now - h.Now()); err != nil {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.Name(), err))
 		}
 	}
@@ -399,7 +408,7 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 	if d == 0 {
 		// The hosts too fire what is due now: workload events a VM's
 		// pause held back.
-		if err := s.advanceHosts(0); err != nil {
+		if err := s.advanceHosts(); err != nil {
 			return s.drain(), err
 		}
 	}
@@ -429,8 +438,9 @@ func (s *Sim) Advance(d time.Duration) ([]Event, error) {
 
 // NextEventAt returns when, on the Sim's clock (Now), its next event is
 // due: a migration's (a transfer ending, a timer) or a workload's on any
-// of its hosts (vgpu.Host.NextEventAt); Now if events wait to be returned;
-// and false if nothing is pending, when only an Advance by a time of the
+// of its hosts (vgpu.Host.NextEventAt); Now if events wait to be returned,
+// an evacuation may start its next migration (a slot freed) or a host is
+// behind (a workload failed part-way); and false if nothing is pending, when only an Advance by a time of the
 // caller's choosing moves the simulation on. A discrete-event simulator
 // alternates NextEventAt and AdvanceTo: the events, reports and host
 // states are those one Advance over the whole time gives.
@@ -440,8 +450,11 @@ func (s *Sim) NextEventAt() (time.Duration, bool) {
 	}
 	best, ok := s.nextAt()
 	for _, h := range s.hosts {
+		// A host behind the Sim (a workload failed part-way) is due now.
 		if t, due := h.NextEventAt(); due && (!ok || t < best) {
-			best, ok = t, true
+			best, ok = max(t, s.now), true
+		} else if h.Now() < s.now {
+			best, ok = s.now, true
 		}
 	}
 	return best, ok

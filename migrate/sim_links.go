@@ -10,7 +10,8 @@ import (
 // it are shared out again at once, the bytes they moved until now at the
 // old rate. The link keeps its efficiency, latency and identity: a
 // migration started later with the Link as first declared still joins it
-// (at the new rate). It fails, wrapping ErrConfig, for a link the Sim does
+// at the new rate (though its stun estimate, made at the start, assumes
+// the rate declared). It fails, wrapping ErrConfig, for a link the Sim does
 // not know or a rate outside a Link's range (a link that carries nothing
 // is FailLink's FaultLinkStall).
 func (s *Sim) SetLinkCapacity(name string, bitsPerSec int64) error {
@@ -23,6 +24,9 @@ func (s *Sim) SetLinkCapacity(name string, bitsPerSec int64) error {
 	l.BandwidthBitsPerSec = bitsPerSec
 	if err := l.validate(); err != nil {
 		return err
+	}
+	if l.GoodputBytesPerSec() < 1 {
+		return fmt.Errorf("%w: link %q at %d bit/s carries no byte a second", ErrConfig, name, bitsPerSec)
 	}
 	ls.share.capacity = l.GoodputBytesPerSec()
 	ls.share.allocate()

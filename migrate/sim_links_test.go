@@ -79,7 +79,9 @@ func TestSetLinkCapacityRefusesZero(t *testing.T) {
 	if _, err := sim.Start(vms[0], dst, migrate.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.SetLinkCapacity("10g", 0); !errors.Is(err, migrate.ErrConfig) {
-		t.Errorf("a rate of zero: %v, want ErrConfig", err)
+	for _, bits := range []int64{0, 8} { // 8 bit/s is no whole byte of goodput
+		if err := sim.SetLinkCapacity("10g", bits); !errors.Is(err, migrate.ErrConfig) {
+			t.Errorf("%d bit/s: %v, want ErrConfig", bits, err)
+		}
 	}
 }

@@ -29,8 +29,10 @@ type usageHistory struct {
 	n      int // buckets in use
 }
 
+// newUsageHistory keeps a bucket more than retention holds, so that the
+// history reaches retention back from any instant within the newest one.
 func newUsageHistory(res, retention time.Duration) usageHistory {
-	return usageHistory{res: res, busy: make([]time.Duration, int(retention/res))}
+	return usageHistory{res: res, busy: make([]time.Duration, int(retention/res)+1)}
 }
 
 // nextBoundary returns the first bucket boundary after t.

@@ -63,4 +63,8 @@ func TestGPUUtilization(t *testing.T) {
 	if _, err := NewHost(HostConfig{UsageResolution: time.Microsecond}); !errors.Is(err, ErrConfig) {
 		t.Errorf("a microsecond resolution: %v, want ErrConfig", err)
 	}
+	// The finest resolution keeps as much history as it can.
+	if _, err := NewHost(HostConfig{UsageResolution: time.Millisecond}); err != nil {
+		t.Errorf("a millisecond resolution: %v", err)
+	}
 }

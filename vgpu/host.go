@@ -88,7 +88,8 @@ type HostConfig struct {
 	// UsageResolution and UsageRetention shape each GPU's utilization
 	// history (GPU.Utilization): the busy time of every UsageResolution
 	// of the clock, kept for UsageRetention; zero means
-	// DefaultUsageResolution and DefaultUsageRetention.
+	// DefaultUsageResolution and DefaultUsageRetention (or as much of it
+	// as 2^20 buckets of a finer resolution hold).
 	UsageResolution, UsageRetention time.Duration
 }
 
@@ -114,8 +115,8 @@ func (c HostConfig) withDefaults() (HostConfig, error) {
 	if c.UsageResolution == 0 {
 		c.UsageResolution = DefaultUsageResolution
 	}
-	if c.UsageRetention == 0 {
-		c.UsageRetention = max(DefaultUsageRetention, c.UsageResolution)
+	if c.UsageRetention == 0 && c.UsageResolution > 0 {
+		c.UsageRetention = min(max(DefaultUsageRetention, c.UsageResolution), maxUsageBuckets*c.UsageResolution)
 	}
 	switch {
 	case c.GPUs < 1 || c.GPUs > MaxGPUs:
