@@ -8,14 +8,24 @@ import "sync/atomic"
 // time does.
 const bulkFillMinPages = 1024
 
-// fill gives pages [first, first+n) of r, already checked, the class
-// classOf says for each (its index in r) and bumps their generations. A
+// fill gives pages [first, first+n) of r, already checked, class c, or,
+// with a mix m, the class m assigns each (by r's seed and its index in r),
+// and bumps their generations. A
 // Synthetic region's fill of many pages, in a window or in a root without
 // windows, is one operation: every stripe is locked once, and the dirty
 // logs, the digest cache's stale bits and the recorded sums are marked a
 // word of 64 pages at a time. A workload that rewrites gigabytes of
 // framebuffer every training iteration costs a few nanoseconds a page.
-func (r *Region) fill(first, n int, classOf func(p int) Class) error {
+func (r *Region) fill(first, n int, c Class, m *Mix) error {
+	if m != nil && len(m.Parts) == 1 {
+		c, m = m.Parts[0].Class, nil
+	}
+	classOf := func(p int) Class {
+		if m == nil {
+			return c
+		}
+		return m.ClassOf(r.seed, uint64(p))
+	}
 	if n < r.sp.bulkFillMin || r.sp.storesGenerated() || !r.window && r.sp.hasWindows() {
 		for p := first; p < first+n; p++ {
 			if err := r.fillPage(p, classOf(p)); err != nil {
@@ -48,9 +58,23 @@ func (r *Region) fill(first, n int, classOf func(p int) Class) error {
 				}
 			}
 		}
-		for q := a; q < end; q++ {
-			sp.classes[q] = classOf(q - r.first)
-			sp.gens[q]++
+		if m == nil {
+			// One class: tight loops the compiler keeps free of calls.
+			if c == ClassZero {
+				clear(sp.classes[a:end])
+			} else {
+				for q := a; q < end; q++ {
+					sp.classes[q] = c
+				}
+			}
+		} else {
+			for q := a; q < end; q++ {
+				sp.classes[q] = m.ClassOf(r.seed, uint64(q-r.first))
+			}
+		}
+		gens := sp.gens[a:end]
+		for i := range gens {
+			gens[i]++
 		}
 		a = end
 	}
