@@ -130,7 +130,7 @@ func (r *Region) Fill(first, n int, c Class) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	return r.fill(first, n, c, nil)
+	return r.fill(first, n, c, Mix{})
 }
 
 // FillMix is Fill with each page's class chosen by m for r's seed.
@@ -141,7 +141,7 @@ func (r *Region) FillMix(first, n int, m Mix) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	return r.fill(first, n, 0, &m)
+	return r.fill(first, n, 0, m)
 }
 
 func (r *Region) fillPage(p int, c Class) error {

@@ -9,26 +9,23 @@ import "sync/atomic"
 const bulkFillMinPages = 1024
 
 // fill gives pages [first, first+n) of r, already checked, class c, or,
-// with a mix m, the class m assigns each (by r's seed and its index in r),
-// and bumps their generations. A
-// Synthetic region's fill of many pages, in a window or in a root without
+// with a mix m (Parts not nil), the class m assigns each (by r's seed and
+// its index in r), and bumps their generations. A Synthetic region's fill of many pages, in a window or in a root without
 // windows, is one operation: every stripe is locked once, and the dirty
 // logs, the digest cache's stale bits and the recorded sums are marked a
 // word of 64 pages at a time. A workload that rewrites gigabytes of
 // framebuffer every training iteration costs a few nanoseconds a page.
-func (r *Region) fill(first, n int, c Class, m *Mix) error {
-	if m != nil && len(m.Parts) == 1 {
-		c, m = m.Parts[0].Class, nil
-	}
-	classOf := func(p int) Class {
-		if m == nil {
-			return c
-		}
-		return m.ClassOf(r.seed, uint64(p))
+func (r *Region) fill(first, n int, c Class, m Mix) error {
+	if len(m.Parts) == 1 {
+		c, m.Parts = m.Parts[0].Class, nil
 	}
 	if n < r.sp.bulkFillMin || r.sp.storesGenerated() || !r.window && r.sp.hasWindows() {
 		for p := first; p < first+n; p++ {
-			if err := r.fillPage(p, classOf(p)); err != nil {
+			pc := c
+			if m.Parts != nil {
+				pc = m.ClassOf(r.seed, uint64(p))
+			}
+			if err := r.fillPage(p, pc); err != nil {
 				return err
 			}
 		}
@@ -58,7 +55,7 @@ func (r *Region) fill(first, n int, c Class, m *Mix) error {
 				}
 			}
 		}
-		if m == nil {
+		if m.Parts == nil {
 			// One class: tight loops the compiler keeps free of calls.
 			if c == ClassZero {
 				clear(sp.classes[a:end])

@@ -54,12 +54,8 @@ func (s *Sim) Evacuate(from *vgpu.Host, to []*vgpu.Host, cfg EvacuateConfig) (*E
 	all := append([]*vgpu.Host{from}, to...)
 	// Every host is checked before any is taken, so that a refusal leaves
 	// the hosts as they were.
-	for _, h := range all {
-		if !slices.Contains(s.hosts, h) {
-			if err := s.checkHost(h); err != nil {
-				return nil, err
-			}
-		}
+	if err := s.checkNew(all...); err != nil {
+		return nil, err
 	}
 	for _, h := range all {
 		_ = s.AddHost(h) // checked above

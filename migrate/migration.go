@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -90,12 +89,8 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 		// own migration is the more telling refusal.
 		return refuse(fmt.Errorf("%w: %w: VM %q has a migration under way", ErrMigrating, vgpu.ErrMigrating, vm.ID()))
 	}
-	for _, h := range []*vgpu.Host{srcHost, dst} {
-		if !slices.Contains(s.hosts, h) {
-			if err := s.checkHost(h); err != nil {
-				return refuse(err)
-			}
-		}
+	if err := s.checkNew(srcHost, dst); err != nil {
+		return refuse(err)
 	}
 	for _, h := range []*vgpu.Host{srcHost, dst} {
 		if n := s.busy(h); n >= s.cfg.MaxPerHost {

@@ -150,6 +150,19 @@ func (s *Sim) checkHost(h *vgpu.Host) error {
 	return nil
 }
 
+// checkNew returns the error AddHost would return for the first of hosts
+// the Sim does not drive yet that it would refuse.
+func (s *Sim) checkNew(hosts ...*vgpu.Host) error {
+	for _, h := range hosts {
+		if !slices.Contains(s.hosts, h) {
+			if err := s.checkHost(h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // RemoveHost stops driving h and gives its clock back. It refuses, with an
 // error wrapping ErrBusy, a host a migration under way uses, or an
 // evacuation with VMs still waiting. Removing a

@@ -2,12 +2,13 @@ package live
 
 import (
 	"context"
-	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vgpusim/vgpusim/migrate/internal/migtest"
 
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
