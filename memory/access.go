@@ -83,7 +83,8 @@ func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
 	}
 	r.sp.readLocked(t, 0, dst)
 	r.sp.learnSum(t.abs, dst)
-	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
+	c, gen := r.sp.state(t.abs)
+	return PageState{Gen: gen, Class: c}, nil
 }
 
 // PageState returns the state of page p.
@@ -95,7 +96,8 @@ func (r *Region) PageState(p int) (PageState, error) {
 	l := r.sp.lock(t.abs)
 	l.RLock()
 	defer l.RUnlock()
-	return PageState{Gen: r.sp.gens[t.abs], Class: r.sp.classes[t.abs]}, nil
+	c, gen := r.sp.state(t.abs)
+	return PageState{Gen: gen, Class: c}, nil
 }
 
 // IsZeroPage reports whether page p reads as all zeros. It looks at the
@@ -108,7 +110,7 @@ func (r *Region) IsZeroPage(p int) (bool, error) {
 	l := r.sp.lock(t.abs)
 	l.RLock()
 	defer l.RUnlock()
-	switch c := r.sp.classes[t.abs]; {
+	switch c, _ := r.sp.state(t.abs); {
 	case c == ClassZero:
 		return true, nil
 	case c.Generated():
@@ -149,7 +151,7 @@ func (r *Region) fillPage(p int, c Class) error {
 	if !ok {
 		return ErrUnmapped
 	}
-	r.sp.setLocked(t, c, r.sp.gens[t.abs]+1)
+	r.sp.setLocked(t, c, r.sp.gen(t.abs)+1)
 	r.markLocked(t)
 	r.unlockPage(t)
 	return nil
@@ -254,8 +256,7 @@ func (r *Region) install(t target, sb *sparseBacking, bp *[]byte, c Class, gen u
 		return ErrUnmapped
 	}
 	old := sb.install(t.abs, bp)
-	r.sp.classes[t.abs] = c
-	r.sp.gens[t.abs] = gen
+	r.sp.setState(t.abs, c, gen)
 	r.sp.changed(t.abs)
 	r.sp.recordSum(t.abs, sum)
 	r.markLocked(t)

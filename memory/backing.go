@@ -21,6 +21,8 @@ type backing interface {
 	// release makes page p read as zero, freeing its memory where the
 	// backing can.
 	release(p int)
+	// releaseRange is release for pages [first, end).
+	releaseRange(first, end int)
 	// resident returns the bytes of page memory held.
 	resident() int64
 }
@@ -47,6 +49,8 @@ func (d *denseBacking) page(p int) []byte {
 func (d *denseBacking) alloc(p int) []byte { return d.page(p) }
 func (d *denseBacking) release(p int)      { clear(d.page(p)) }
 func (d *denseBacking) resident() int64    { return int64(len(d.buf)) }
+
+func (d *denseBacking) releaseRange(first, end int) { clear(d.buf[first<<d.shift : end<<d.shift]) }
 
 // sparseChunkPages is the number of page slots a sparse chunk holds; the
 // chunk table then costs eight bytes for every 2 MiB of 4 KiB pages.
@@ -230,6 +234,20 @@ func (s *sparseBacking) release(p int) {
 		c[i] = nil
 		s.bytes.Add(-int64(s.pageSize))
 		s.free(bp)
+	}
+}
+
+// releaseRange releases pages [first, end), passing over the chunks that
+// hold no page without looking at their slots.
+func (s *sparseBacking) releaseRange(first, end int) {
+	for a := first; a < end; {
+		next := min(end, (a>>sparseChunkShift+1)<<sparseChunkShift)
+		if s.chunks[a>>sparseChunkShift].Load() != nil {
+			for q := a; q < next; q++ {
+				s.release(q)
+			}
+		}
+		a = next
 	}
 }
 

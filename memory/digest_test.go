@@ -76,8 +76,9 @@ func fullEntries(r *Region, first, n int, dst, scratch []byte, zeroSum uint64) e
 		t := r.resolve(first + i)
 		l := r.sp.lock(t.abs)
 		l.RLock()
-		gen, sum := r.sp.gens[t.abs], zeroSum
-		if r.sp.classes[t.abs] != ClassZero {
+		c, gen := r.sp.state(t.abs)
+		sum := zeroSum
+		if c != ClassZero {
 			if buf := r.sp.back.page(t.abs); buf != nil {
 				sum = xxhash.Sum64(buf)
 			} else {

@@ -236,8 +236,8 @@ func (sp *space) digestEntry(p int, scratch **[]byte, zeroSum uint64) (uint32, u
 	l := sp.lock(p)
 	l.RLock()
 	defer l.RUnlock()
-	gen := sp.gens[p]
-	if sp.classes[p] == ClassZero {
+	c, gen := sp.state(p)
+	if c == ClassZero {
 		return gen, zeroSum
 	}
 	if sum, ok := sp.knownSum(p); ok {

@@ -28,17 +28,12 @@ func (r *Region) DirtyCount() int { return r.log.count() }
 
 // StartDirtyLog clears r's dirty log and turns logging on. A new Region
 // logs from the start.
-func (r *Region) StartDirtyLog() {
-	r.log.clear()
-	r.log.on.Store(true)
-}
+func (r *Region) StartDirtyLog() { r.log.start() }
 
 // StopDirtyLog turns logging off and clears the log: writes then mark
-// nothing until StartDirtyLog.
-func (r *Region) StopDirtyLog() {
-	r.log.on.Store(false)
-	r.log.clear()
-}
+// nothing until StartDirtyLog. A log that is off holds no memory, where
+// one that is on holds a bit or two for every page of r.
+func (r *Region) StopDirtyLog() { r.log.stop() }
 
 // DirtyLogging reports whether r's dirty log is on.
 func (r *Region) DirtyLogging() bool { return r.log.on.Load() }

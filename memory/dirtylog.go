@@ -9,7 +9,9 @@ import (
 // dirtyLog is one bit a page in two bitmaps of 64-bit words: writers set
 // bits in the current one with atomic OR; a collect makes the other one
 // current and then reads and clears the old one with plain loads and
-// stores.
+// stores. The bitmaps exist only while logging is on: a host's regions
+// log only while a migration collects them, and a bit a page of every
+// guest's memory is most of what an idle simulated host would hold.
 //
 // Swapping bitmaps instead of swapping every word is what keeps a collect
 // of a large, lightly dirtied space under a millisecond: at 1 % of 6.3 M
@@ -55,15 +57,46 @@ type dirtyLog struct {
 // branch): 1024 words are 65536 pages, 256 MiB of 4 KiB pages.
 const flipMinWords = 1024
 
+// newDirtyLog returns a log of pages pages, on.
 func newDirtyLog(pages int, locks []paddedRWMutex) *dirtyLog {
-	n := wordsFor(pages)
 	l := &dirtyLog{pages: pages, locks: locks, flipMinWords: flipMinWords}
-	l.bufs[0] = make([]uint64, n)
-	if n >= l.flipMinWords {
-		l.bufs[1] = make([]uint64, n)
+	l.start()
+	return l
+}
+
+// start clears the log and turns it on, making its bitmaps if it has none.
+// A writer that sees the log on sees the bitmaps: they are stored before
+// on is.
+func (l *dirtyLog) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bufs[0] == nil {
+		n := wordsFor(l.pages)
+		l.cur = 0
+		l.bufs[0] = make([]uint64, n)
+		if n >= l.flipMinWords {
+			l.bufs[1] = make([]uint64, n)
+		}
+	} else {
+		l.clearLocked()
 	}
 	l.on.Store(true)
-	return l
+}
+
+// stop turns the log off and drops its bitmaps. It takes every stripe
+// lock, as a collect's swap does, so that no writer that saw the log on
+// is still marking a bitmap.
+func (l *dirtyLog) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.locks {
+		l.locks[i].Lock()
+	}
+	l.on.Store(false)
+	l.bufs = [2][]uint64{}
+	for i := range l.locks {
+		l.locks[i].Unlock()
+	}
 }
 
 // mark sets the bit of page p if logging is on. The caller holds the stripe
@@ -83,12 +116,16 @@ func (l *dirtyLog) mark(p int) {
 // collect moves every set bit into dst (resized to the log) and clears it
 // in the log. It returns the number of pages collected.
 func (l *dirtyLog) collect(dst *PageSet) int {
-	if dst.pages != l.pages || len(dst.words) != len(l.bufs[0]) {
+	if dst.pages != l.pages || len(dst.words) != wordsFor(l.pages) {
 		dst.Reset(l.pages)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.bufs[l.cur]
+	if old == nil {
+		clear(dst.words) // off: nothing was written since it was turned off
+		return 0
+	}
 	if len(old) < l.flipMinWords {
 		n := 0
 		for i := range old {
@@ -138,6 +175,11 @@ func (l *dirtyLog) count() int {
 func (l *dirtyLog) clear() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.clearLocked()
+}
+
+// clearLocked is clear with l.mu held.
+func (l *dirtyLog) clearLocked() {
 	words := l.bufs[l.cur]
 	for i := range words {
 		if atomic.LoadUint64(&words[i]) != 0 {

@@ -3,18 +3,19 @@ package memory
 import "sync/atomic"
 
 // bulkFillMinPages is the fewest pages a fill of a Synthetic region does as
-// one operation under every lock stripe rather than page by page: taking
-// the 256 stripes costs about what locking a few hundred pages one at a
-// time does.
-const bulkFillMinPages = 1024
+// one operation under the locks of its chunks rather than page by page: a
+// word of the dirty log.
+const bulkFillMinPages = 64
 
 // fill gives pages [first, first+n) of r, already checked, class c, or,
 // with a mix m (Parts not nil), the class m assigns each (by r's seed and
-// its index in r), and bumps their generations. A Synthetic region's fill of many pages, in a window or in a root without
-// windows, is one operation: every stripe is locked once, and the dirty
-// logs, the digest cache's stale bits and the recorded sums are marked a
-// word of 64 pages at a time. A workload that rewrites gigabytes of
-// framebuffer every training iteration costs a few nanoseconds a page.
+// its index in r), and bumps their generations. A Synthetic region's fill
+// of many pages, in a window or in a root without windows, is one
+// operation under the locks of its chunks: each metadata chunk the range covers
+// whole takes one step (see metaChunk), and the dirty logs, the digest
+// cache's stale bits and the recorded sums are marked a word of 64 pages
+// at a time. A workload that rewrites gigabytes of framebuffer every
+// training iteration then costs microseconds an iteration.
 func (r *Region) fill(first, n int, c Class, m Mix) error {
 	if len(m.Parts) == 1 {
 		c, m.Parts = m.Parts[0].Class, nil
@@ -31,56 +32,59 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 		}
 		return nil
 	}
+	rule := ruleOf(c, m, r.seed, r.first)
 	sp := r.sp
-	for i := range sp.locks {
-		sp.locks[i].Lock()
-	}
-	defer func() {
-		for i := range sp.locks {
-			sp.locks[i].Unlock()
-		}
-	}()
+	abs := r.first + first
+	stripes := sp.stripesOf(abs, n)
+	stripes.lock(sp)
+	defer stripes.unlock(sp)
 	if r.unmapped.Load() {
 		return ErrUnmapped
 	}
-	abs := r.first + first
-	sb := sp.sparse() // a Synthetic region's explicit bytes, which the fill frees
-	for a := abs; a < abs+n; {
-		// One chunk of the overlay at a time: most hold no page.
-		end := min(abs+n, (a>>sparseChunkShift+1)<<sparseChunkShift)
-		if sb.chunks[a>>sparseChunkShift].Load() != nil {
-			for q := a; q < end; q++ {
-				if sb.page(q) != nil {
-					sb.release(q)
-				}
-			}
-		}
-		if m.Parts == nil {
-			// One class: tight loops the compiler keeps free of calls.
-			if c == ClassZero {
-				clear(sp.classes[a:end])
-			} else {
-				for q := a; q < end; q++ {
-					sp.classes[q] = c
-				}
-			}
-		} else {
-			for q := a; q < end; q++ {
-				sp.classes[q] = m.ClassOf(r.seed, uint64(q-r.first))
-			}
-		}
-		gens := sp.gens[a:end]
-		for i := range gens {
-			gens[i]++
-		}
-		a = end
-	}
+	sp.back.releaseRange(abs, abs+n) // a Synthetic region's explicit bytes, which the fill replaces
+	sp.fillMeta(abs, n, rule)
 	sp.changedRange(abs, n)
 	sp.root.log.markRange(abs, n)
 	if r.window {
 		r.log.markRange(first, n)
 	}
 	return nil
+}
+
+// stripeSpans are the lock stripes of a range of pages, as two runs of
+// stripe indices, [lo1, hi1) and [lo2, hi2), ascending and apart: whoever
+// takes several stripes takes them in increasing order, so that no two
+// such holders wait for each other.
+type stripeSpans struct{ lo1, hi1, lo2, hi2 int }
+
+// stripesOf returns the stripes of the chunks of pages [abs, abs+n): every
+// stripe for a range of lockStripes chunks or more.
+func (sp *space) stripesOf(abs, n int) stripeSpans {
+	k0, k1 := abs>>sp.metaShift, (abs+n-1)>>sp.metaShift
+	if k1-k0+1 >= lockStripes {
+		return stripeSpans{0, lockStripes, lockStripes, lockStripes}
+	}
+	s0, s1 := k0&(lockStripes-1), k1&(lockStripes-1)
+	if s0 <= s1 {
+		return stripeSpans{s0, s1 + 1, lockStripes, lockStripes}
+	}
+	return stripeSpans{0, s1 + 1, s0, lockStripes} // the range wraps around
+}
+
+func (s stripeSpans) lock(sp *space) {
+	for _, r := range [2][2]int{{s.lo1, s.hi1}, {s.lo2, s.hi2}} {
+		for i := r[0]; i < r[1]; i++ {
+			sp.locks[i].Lock()
+		}
+	}
+}
+
+func (s stripeSpans) unlock(sp *space) {
+	for _, r := range [2][2]int{{s.lo1, s.hi1}, {s.lo2, s.hi2}} {
+		for i := r[0]; i < r[1]; i++ {
+			sp.locks[i].Unlock()
+		}
+	}
 }
 
 // hasWindows reports whether any window is mapped: a root's page then
@@ -98,7 +102,11 @@ func (l *dirtyLog) markRange(first, n int) {
 	}
 	buf := l.bufs[l.cur]
 	for w := first >> 6; w <= (first+n-1)>>6; w++ {
-		if m := wordMask(w, first, first+n); atomic.LoadUint64(&buf[w])&m != m {
+		m := ^uint64(0)
+		if w<<6 < first || w<<6+64 > first+n {
+			m = wordMask(w, first, first+n)
+		}
+		if atomic.LoadUint64(&buf[w])&m != m {
 			atomic.OrUint64(&buf[w], m)
 		}
 	}

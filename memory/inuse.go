@@ -16,7 +16,7 @@ func (r *Region) UsedPages(dst *PageSet) error {
 		return configError("used pages into a nil page set")
 	}
 	dst.Reset(r.Pages())
-	return r.eachUsed(func(p int) { dst.Add(p) })
+	return r.eachUsed(dst.addRange)
 }
 
 // UsedBytes is the size of r's pages in use. It counts them without
@@ -24,22 +24,41 @@ func (r *Region) UsedPages(dst *PageSet) error {
 // each round.
 func (r *Region) UsedBytes() (int64, error) {
 	n := int64(0)
-	if err := r.eachUsed(func(int) { n++ }); err != nil {
+	if err := r.eachUsed(func(_, k int) { n += int64(k) }); err != nil {
 		return 0, err
 	}
 	return n * int64(r.PageSize()), nil
 }
 
-// eachUsed calls f with each page of r in use, in order.
-func (r *Region) eachUsed(f func(p int)) error {
-	for p := range r.Pages() {
-		st, err := r.PageState(p)
-		if err != nil {
-			return err
+// eachUsed calls f with each run of pages of r in use, [first, first+n),
+// in order, a metadata chunk at a time under its lock: a chunk in its
+// initial state is passed over, and one whose pages were all filled as a
+// run is one call, without looking at each page.
+func (r *Region) eachUsed(f func(first, n int)) error {
+	sp := r.sp
+	for p := 0; p < r.pages; {
+		abs := r.first + p
+		k := abs >> sp.metaShift
+		end := min(r.pages, (k+1)<<sp.metaShift-r.first)
+		l := sp.lock(abs)
+		l.RLock()
+		if r.unmapped.Load() {
+			l.RUnlock()
+			return ErrUnmapped
 		}
-		if st.InUse() {
-			f(p)
+		switch ch := &sp.meta[k]; {
+		case sp.pristine(k):
+		case ch.per == nil && ch.base != 0:
+			f(p, end-p)
+		default:
+			for q := p; q < end; q++ {
+				if c, gen := sp.state(r.first + q); (PageState{Gen: gen, Class: c}).InUse() {
+					f(q, 1)
+				}
+			}
 		}
+		l.RUnlock()
+		p = end
 	}
 	return nil
 }

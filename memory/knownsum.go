@@ -53,7 +53,9 @@ func (sp *space) recordSum(p int, sum uint64) {
 	k := slot.Load()
 	if k == nil {
 		k = new(knownChunk)
-		if !slot.CompareAndSwap(nil, k) {
+		if slot.CompareAndSwap(nil, k) {
+			sp.knownChunks.Add(1)
+		} else {
 			k = slot.Load()
 		}
 	}
@@ -82,7 +84,7 @@ func (sp *space) knownSum(p int) (uint64, bool) {
 // scrub, which drops the sum), so a Synthetic source's digest does not
 // generate again every page the migration read.
 func (sp *space) learnSum(p int, read []byte) {
-	if sp.classes[p] == ClassZero {
+	if c, _ := sp.state(p); c == ClassZero {
 		return
 	}
 	if _, ok := sp.knownSum(p); ok {
@@ -107,17 +109,33 @@ func (sp *space) forgetSum(p int) {
 }
 
 // forgetSums drops the sums recorded for pages [first, first+n), which
-// were all scrubbed: the class of a scrubbed page is zero, so no digest
-// reads a sum of one before it is dropped here.
+// have all changed: a chunk of sums the range covers whole is dropped in
+// one step, and one that holds none is passed over; a space with no chunk
+// at all, as one that never took part in a migration, is not looked at,
+// so that a fill of gigabytes costs nothing here.
+// Dropping a sum is always safe: a page without one is hashed again.
 func (sp *space) forgetSums(first, n int) {
-	for w := first >> 6; n > 0 && w <= (first+n-1)>>6; w++ {
-		k := sp.known[w>>(knownChunkShift-6)].Load()
-		if k == nil {
-			continue
+	if sp.knownChunks.Load() == 0 {
+		return
+	}
+	for a := first; a < first+n; {
+		c := a >> knownChunkShift
+		end := min(first+n, (c+1)<<knownChunkShift)
+		slot := &sp.known[c]
+		if k := slot.Load(); k != nil {
+			if end-a == knownChunkPages {
+				if slot.CompareAndSwap(k, nil) {
+					sp.knownChunks.Add(-1)
+				}
+			} else {
+				for w := a >> 6; w <= (end-1)>>6; w++ {
+					ok, _ := knownBit(k, w<<6)
+					if m := wordMask(w, a, end); ok.Load()&m != 0 {
+						ok.And(^m)
+					}
+				}
+			}
 		}
-		ok, _ := knownBit(k, w<<6)
-		if m := wordMask(w, first, first+n); ok.Load()&m != 0 {
-			ok.And(^m)
-		}
+		a = end
 	}
 }

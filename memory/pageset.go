@@ -119,4 +119,24 @@ func (s *PageSet) AppendTo(dst []int) []int {
 	return dst
 }
 
+// addRange adds pages [first, first+n), a word at a time.
+func (s *PageSet) addRange(first, n int) {
+	for w := first >> 6; n > 0 && w <= (first+n-1)>>6; w++ {
+		s.words[w] |= wordMask(w, first, first+n)
+	}
+}
+
+// hasRange reports whether pages [first, first+n) are all in the set.
+func (s *PageSet) hasRange(first, n int) bool {
+	if first < 0 || n < 0 || first > s.pages-n {
+		return false
+	}
+	for w := first >> 6; n > 0 && w <= (first+n-1)>>6; w++ {
+		if m := wordMask(w, first, first+n); s.words[w]&m != m {
+			return false
+		}
+	}
+	return true
+}
+
 func wordsFor(pages int) int { return (pages + 63) >> 6 }

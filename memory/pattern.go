@@ -192,12 +192,35 @@ func (p *Pattern) Advance(d time.Duration) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if p.cfg.Kind == Sweep || p.cfg.Kind == Rewrite {
+		return p.advanceRuns(n, rem)
+	}
 	for i := int64(0); i < n; i++ {
 		page := p.cfg.FirstPage + p.nextPage()
 		if err := p.r.fillPage(page, p.cfg.Mix.ClassOf(p.r.seed, uint64(page))); err != nil {
 			return i, err
 		}
 		p.written++
+	}
+	p.carry = rem
+	return n, nil
+}
+
+// advanceRuns writes the n pages due of a Sweep or Rewrite pattern as
+// runs, each a fill, which a Synthetic region makes in one step a chunk
+// of pages: what nextPage would choose one page at a time.
+func (p *Pattern) advanceRuns(n int64, rem uint64) (int64, error) {
+	for done := int64(0); done < n; {
+		k := int(min(n-done, int64(p.cfg.Pages-p.cursor)))
+		if err := p.r.fill(p.cfg.FirstPage+p.cursor, k, 0, p.cfg.Mix); err != nil {
+			return done, err
+		}
+		done += int64(k)
+		p.written += int64(k)
+		if p.cursor += k; p.cursor == p.cfg.Pages {
+			p.cursor = 0
+			p.passes++
+		}
 	}
 	p.carry = rem
 	return n, nil

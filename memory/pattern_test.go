@@ -24,6 +24,10 @@ func TestPatternStepsAddUp(t *testing.T) {
 		steps := rapid.SliceOfN(rapid.Int64Range(0, int64(20*time.Millisecond)), 1, 40).Draw(t, "steps")
 		one := mustNew(t, Config{SizeBytes: 64 * 4096, Kind: Synthetic, Seed: 5})
 		many := mustNew(t, Config{SizeBytes: 64 * 4096, Kind: Dense, Seed: 5})
+		// The Synthetic region fills runs of any size a chunk of four
+		// pages at a time; the Dense one, page by page.
+		one.sp.bulkFillMin = 1
+		one.sp.setMetaShift(2)
 		po, err := NewPattern(one, cfg)
 		if err != nil {
 			t.Fatal(err)

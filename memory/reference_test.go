@@ -150,5 +150,31 @@ func (s *refSpace) checkEqual(r *Region) error {
 			return fmt.Errorf("page %d: IsZeroPage %v", p, zero)
 		}
 	}
+	return s.checkUsed(r)
+}
+
+// checkUsed compares the pages r reports in use with the reference's.
+func (s *refSpace) checkUsed(r *Region) error {
+	var want []int
+	for p := range s.pages {
+		// A page of a class but zero holds bytes that are not all zero.
+		if s.gens[p] != 0 || !IsZero(s.page(p)) {
+			want = append(want, p)
+		}
+	}
+	var set PageSet
+	if err := r.UsedPages(&set); err != nil {
+		return err
+	}
+	if got := set.AppendTo(nil); !slices.Equal(got, want) {
+		return fmt.Errorf("used pages %v, want %v", got, want)
+	}
+	n, err := r.UsedBytes()
+	if err != nil {
+		return err
+	}
+	if n != int64(len(want)*s.pageSize) {
+		return fmt.Errorf("used bytes %d, want %d", n, len(want)*s.pageSize)
+	}
 	return nil
 }

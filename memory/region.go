@@ -100,6 +100,10 @@ func (r *Region) Unmap() error {
 	return nil
 }
 
+// Unmapped reports whether r is a window that was unmapped: every use of
+// it fails with ErrUnmapped.
+func (r *Region) Unmapped() bool { return r.unmapped.Load() }
+
 // Windows returns the windows mapped on the root r, in address order.
 func (r *Region) Windows() []*Region {
 	ws := r.sp.windows.Load()
@@ -129,8 +133,9 @@ func (r *Region) Seed() uint64 { return r.seed }
 
 // ResidentBytes returns the page memory the root's backing holds, for r
 // and every window of its root alike: the whole space for Dense, the pages
-// that hold bytes for Sparse and Synthetic. Not counted: metadata (about
-// five bytes a page), the digest cache (see Digest), freed pages waiting
+// that hold bytes for Sparse and Synthetic. Not counted: metadata (24
+// bytes a chunk of 512 pages, up to five bytes a page more for pages set
+// one by one), the dirty logs, the digest cache (see Digest), freed pages waiting
 // in the Sparse pool, and the fresh pages of a Sparse backing's last slab
 // not handed out yet (fewer than 128, all zero); a slab's memory is
 // returned to the garbage collector only once none of its pages is held,

@@ -31,6 +31,9 @@ func regionMachine(t *rapid.T) {
 	// Fills page by page, or (a Synthetic region) as one operation at
 	// any size.
 	bulkFillMin := rapid.SampledFrom([]int{bulkFillMinPages, 1}).Draw(t, "bulkFillMin")
+	// Metadata chunks of one page to eight, so that fills, stores and
+	// scrubs cover chunks whole and in part, or the size they have.
+	metaShift := rapid.SampledFrom([]uint{metaChunkShift, 0, 1, 2, 3}).Draw(t, "metaShift")
 	br := backedRegions{windows: map[int][]*Region{}}
 	for _, k := range allKinds {
 		r, err := New(Config{SizeBytes: int64(pageSize * pages), PageSize: pageSize, Kind: k, Seed: seed})
@@ -39,6 +42,7 @@ func regionMachine(t *rapid.T) {
 		}
 		r.log.flipMinWords = flipMinWords
 		r.sp.bulkFillMin = bulkFillMin
+		r.sp.setMetaShift(metaShift)
 		br.roots = append(br.roots, r)
 	}
 	size := int64(pageSize * pages)

@@ -9,9 +9,11 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// lockStripes is the number of page locks of an address space. Page p is
-// guarded by lock p mod lockStripes: enough stripes that writers of
-// different pages rarely meet, few enough that a region's locks fit in 16 KiB.
+// lockStripes is the number of page locks of an address space. The pages of
+// metadata chunk k (see meta.go) are guarded by lock k mod lockStripes:
+// a chunk's pages share their metadata, so they share a lock; there are
+// enough stripes that writers of different chunks rarely meet, few enough
+// that a region's locks fit in 16 KiB.
 const lockStripes = 256
 
 // scrubMinWorkerPages is the pages a scrub gives each of its goroutines at
@@ -25,21 +27,21 @@ type paddedRWMutex struct {
 }
 
 // space is the state a root Region and its windows share: the backing and
-// the per-page metadata. classes and gens of page p are read and written
-// only under p's lock. Every change to a page ends with changed (or, for a
+// the page metadata. The class and generation of page p (meta, see
+// meta.go) are read and written only under p's lock. Every change to a page ends with changed (or, for a
 // scrub, changedRange): that is what keeps the digest cache and the sums
 // StorePage records true.
 type space struct {
-	pageSize int
-	shift    uint
-	pages    int
-	kind     Kind
-	seed     uint64
-	back     backing
-	classes  []Class
-	gens     []uint32
-	locks    []paddedRWMutex
-	root     *Region
+	pageSize  int
+	shift     uint
+	pages     int
+	kind      Kind
+	seed      uint64
+	back      backing
+	meta      []metaChunk
+	metaShift uint // log2 of a metaChunk's pages: metaChunkShift, lowered by tests
+	locks     []paddedRWMutex
+	root      *Region
 
 	mapMu   sync.Mutex                // serializes Map and Unmap
 	windows atomic.Pointer[[]*Region] // mapped windows sorted by first page; never mutated in place
@@ -50,6 +52,8 @@ type space struct {
 
 	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
 	known  []atomic.Pointer[knownChunk] // sums StorePage and ReadPage recorded, by 128 pages: see knownsum.go
+	// knownChunks counts the chunks of known that are not nil.
+	knownChunks atomic.Int64
 }
 
 func newSpace(cfg Config) *space {
@@ -59,15 +63,15 @@ func newSpace(cfg Config) *space {
 		shift++
 	}
 	sp := &space{
-		pageSize: cfg.PageSize,
-		shift:    shift,
-		pages:    pages,
-		kind:     cfg.Kind,
-		seed:     cfg.Seed,
-		classes:  make([]Class, pages),
-		gens:     make([]uint32, pages),
-		locks:    make([]paddedRWMutex, lockStripes),
-		known:    newKnownSums(pages),
+		pageSize:  cfg.PageSize,
+		shift:     shift,
+		pages:     pages,
+		kind:      cfg.Kind,
+		seed:      cfg.Seed,
+		meta:      newMeta(pages, metaChunkShift),
+		metaShift: metaChunkShift,
+		locks:     make([]paddedRWMutex, lockStripes),
+		known:     newKnownSums(pages),
 
 		bulkFillMin: bulkFillMinPages,
 	}
@@ -80,7 +84,9 @@ func newSpace(cfg Config) *space {
 	return sp
 }
 
-func (sp *space) lock(p int) *sync.RWMutex { return &sp.locks[p&(lockStripes-1)].RWMutex }
+func (sp *space) lock(p int) *sync.RWMutex {
+	return &sp.locks[p>>sp.metaShift&(lockStripes-1)].RWMutex
+}
 
 // windowAt returns the mapped window holding absolute page p, or nil.
 func (sp *space) windowAt(p int) *Region {
@@ -123,12 +129,11 @@ func (sp *space) readLocked(t target, off int, dst []byte) {
 		copy(dst, buf[off:])
 		return
 	}
-	c := sp.classes[t.abs]
+	c, gen := sp.state(t.abs)
 	if c == ClassZero {
 		clear(dst)
 		return
 	}
-	gen := sp.gens[t.abs]
 	if off == 0 && len(dst) == sp.pageSize {
 		Generate(dst, c, t.seed, t.key, gen)
 		return
@@ -142,7 +147,7 @@ func (sp *space) readLocked(t target, off int, dst []byte) {
 // writeLocked stores src at offset off of page t and bumps its generation.
 // The page lock is held.
 func (sp *space) writeLocked(t target, off int, src []byte) {
-	c := sp.classes[t.abs]
+	c, gen := sp.state(t.abs)
 	buf := sp.back.page(t.abs)
 	switch {
 	case buf == nil && c == ClassZero && IsZero(src):
@@ -151,7 +156,7 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 	case buf == nil:
 		buf = sp.back.alloc(t.abs)
 		if c != ClassZero && len(src) < sp.pageSize {
-			Generate(buf, c, t.seed, t.key, sp.gens[t.abs])
+			Generate(buf, c, t.seed, t.key, gen)
 		}
 		copy(buf[off:], src)
 		c = ClassExplicit
@@ -160,8 +165,7 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 		copy(buf[off:], src)
 		c = ClassExplicit
 	}
-	sp.classes[t.abs] = c
-	sp.gens[t.abs]++
+	sp.setState(t.abs, c, gen+1)
 	sp.changed(t.abs)
 }
 
@@ -173,8 +177,7 @@ func (sp *space) setLocked(t target, c Class, gen uint32) {
 	} else {
 		Generate(sp.back.alloc(t.abs), c, t.seed, t.key, gen)
 	}
-	sp.classes[t.abs] = c
-	sp.gens[t.abs] = gen
+	sp.setState(t.abs, c, gen)
 	sp.changed(t.abs)
 }
 
@@ -189,51 +192,49 @@ func (sp *space) storeLocked(t target, data []byte, gen uint32) {
 	}
 	buf := sp.back.alloc(t.abs)
 	copy(buf, data)
-	sp.classes[t.abs] = ClassExplicit
-	sp.gens[t.abs] = gen
+	sp.setState(t.abs, ClassExplicit, gen)
 	sp.changed(t.abs)
 	sp.recordSum(t.abs, xxhash.Sum64(buf))
 }
 
-// scrubLocked returns page p to its initial state: zero, generation 0.
-func (sp *space) scrubLocked(p int) {
-	if sp.classes[p] != ClassZero || sp.back.page(p) != nil {
-		sp.back.release(p)
-	}
-	sp.classes[p] = ClassZero
-	sp.gens[p] = 0
-}
-
-// scrub scrubs pages [first, first+n). It takes each lock stripe once and
-// scrubs that stripe's pages of the range under it, rather than locking
-// each page in turn: a 1 GiB window of 4 KiB pages is 262,144 pages, and a
-// lock per page was most of the cost of creating and destroying a vGPU.
-// A large range is scrubbed by up to GOMAXPROCS goroutines, each taking
-// stripes in turn: clearing the pages a VM leaves behind is most of what
-// a migration's source does after the destination resumed it, and one
-// core clears a few GB a second where the machine's memory takes more.
+// scrub returns pages [first, first+n) to their initial state, zero at
+// generation 0, a metadata chunk at a time under the chunk's lock: a chunk
+// still in its initial state is skipped, one the range covers whole is
+// reset in one step. The bytes the backing holds for the range are
+// dropped, and a range of many pages is scrubbed by up to GOMAXPROCS
+// goroutines, each taking chunks in turn: clearing the pages a VM leaves
+// behind is most of what a migration's source does after the destination
+// resumed it, and one core clears a few GB a second where the machine's
+// memory takes more.
 func (sp *space) scrub(first, n int) {
-	stripes := min(n, lockStripes)
-	scrubStripes := func(from, step int) {
-		for s := from; s < stripes; s += step {
-			p0 := first + s
-			l := sp.lock(p0)
+	if n <= 0 {
+		return
+	}
+	k0, k1 := first>>sp.metaShift, (first+n-1)>>sp.metaShift
+	scrubChunks := func(from, step int) {
+		for k := k0 + from; k <= k1; k += step {
+			a, end := max(first, k<<sp.metaShift), min(first+n, (k+1)<<sp.metaShift)
+			l := sp.lock(a)
 			l.Lock()
-			for p := p0; p < first+n; p += lockStripes {
-				sp.scrubLocked(p)
+			// A page of class zero holds no bytes, or zeros where the
+			// backing is dense, so a chunk in its initial state holds
+			// nothing to drop.
+			if !sp.pristine(k) {
+				sp.back.releaseRange(a, end)
+				sp.resetMeta(a, end-a)
 			}
 			l.Unlock()
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), n/scrubMinWorkerPages, stripes)
+	workers := min(runtime.GOMAXPROCS(0), n/scrubMinWorkerPages, k1-k0+1)
 	if workers <= 1 {
-		scrubStripes(0, 1)
+		scrubChunks(0, 1)
 	} else {
 		var wg sync.WaitGroup
 		for w := 1; w < workers; w++ {
-			wg.Go(func() { scrubStripes(w, workers) })
+			wg.Go(func() { scrubChunks(w, workers) })
 		}
-		scrubStripes(0, workers)
+		scrubChunks(0, workers)
 		wg.Wait()
 	}
 	sp.changedRange(first, n)

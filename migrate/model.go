@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -223,19 +224,12 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	ps := src.PageSize()
 	var counts [memory.ClassExplicit]int64
 	t.explicit.Reset(src.Pages())
-	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
-		st, err := src.PageState(p)
-		if err != nil {
+	if err := dst.StoreGeneratedFrom(src, set, &counts, t.explicit); err != nil {
+		// Only the source can be unreadable, or the destination refuse.
+		if errors.Is(err, memory.ErrUnmapped) && src.Unmapped() {
 			return Traffic{}, wrap(ErrSource, err)
 		}
-		if !st.Class.Generated() {
-			t.explicit.Add(p)
-			continue
-		}
-		counts[st.Class]++
-		if err := dst.StoreGenerated(p, st.Class, st.Gen); err != nil {
-			return Traffic{}, wrap(ErrDestination, err)
-		}
+		return Traffic{}, wrap(ErrDestination, err)
 	}
 	level := t.m.cfg.level()
 	if t.pinned != nil {

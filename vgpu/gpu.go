@@ -45,6 +45,9 @@ func newGPU(h *Host, index int) (*GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: GPU %d framebuffer: %w", ErrConfig, index, err)
 	}
+	// A migration collects the dirty pages of each vGPU's window, never
+	// those of the whole framebuffer.
+	fb.StopDirtyLog()
 	sc := cfg.Sched
 	sc.Start = cfg.Start
 	s, err := sched.New(sc)
@@ -147,6 +150,7 @@ func (g *GPU) mapSlot(p Profile, slot int, seed uint64) (*memory.Region, error) 
 	if err != nil {
 		return nil, err
 	}
+	w.StopDirtyLog() // off but while migrating: see VM
 	if g.typ == nil {
 		t := p
 		g.typ = &t

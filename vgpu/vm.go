@@ -80,6 +80,11 @@ type VMSpec struct {
 
 // VM is a virtual machine: guest RAM, vGPUs (or one passthrough GPU), a
 // run state and a workload. It is driven by its host's Advance.
+//
+// The dirty logs of a VM's guest memory and framebuffer windows are off
+// but while a migration collects them (its source turns them on and off):
+// a log on costs a bit a page and a mark a write, for every guest of a
+// simulated data centre.
 type VM struct {
 	host        *Host
 	id          string

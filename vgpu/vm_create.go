@@ -108,6 +108,7 @@ func (h *Host) build(spec VMSpec, incoming bool) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: VM %q guest memory: %w", ErrConfig, spec.ID, err)
 	}
+	ram.StopDirtyLog() // off but while migrating: see VM
 	vm := &VM{host: h, id: spec.ID, seed: spec.Seed, state: VMCreated, ram: ram,
 		ramBytes: spec.RAMBytes, footprint: spec.RAMFootprintBytes, passthrough: spec.Passthrough}
 	vm.env.vm = vm
@@ -136,6 +137,9 @@ func (h *Host) attach(vm *VM, g *GPU, p Profile, index int) (*VGPU, error) {
 	var err error
 	if p.Passthrough {
 		w, err = g.fb.Map(0, g.fb.Pages(), windowSeed(vm.seed, index))
+		if err == nil {
+			w.StopDirtyLog() // off but while migrating: see VM
+		}
 	} else {
 		slot = g.freeSlot(p)
 		w, err = g.mapSlot(p, slot, windowSeed(vm.seed, index))

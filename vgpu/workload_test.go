@@ -175,7 +175,14 @@ func TestCADFrameRate(t *testing.T) {
 
 func TestDesktop(t *testing.T) {
 	w, _ := NewDesktop(DesktopConfig{Seed: 2, RAMWorkingSetBytes: 64 * MiB})
-	h, vm := run(t, HostConfig{}, "P40-1B", w, 20*time.Second)
+	h := newHost(t, HostConfig{})
+	vm := mustVM(t, h, VMSpec{ID: "vm", RAMBytes: 4 * GiB, Profiles: []string{"P40-1B"}, Workload: w})
+	if vm.RAM().DirtyLogging() {
+		t.Fatal("a VM not migrating logs dirty pages")
+	}
+	vm.RAM().StartDirtyLog()
+	must(t, vm.Start())
+	advance(t, h, 20*time.Second)
 	m := w.Metrics(0, h.Now())
 	if m.ThroughputPerSec < 4 || m.ThroughputPerSec > 6 || m.LatencyP99 > time.Millisecond {
 		t.Errorf("%v", m)

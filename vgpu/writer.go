@@ -37,13 +37,6 @@ func (s span) fill(r *memory.Region) error {
 	return r.FillMix(first, n, s.mix)
 }
 
-func (s span) write(r *memory.Region, page int) error {
-	if r == nil {
-		return errNoRegion
-	}
-	return r.Fill(page, 1, s.mix.ClassOf(r.Seed(), uint64(page)))
-}
-
 // layout hands out consecutive page-aligned spans of a region.
 type layout struct {
 	next, limit, page int64
@@ -190,11 +183,15 @@ func (s *sweeper) write(r *memory.Region, n int64) error {
 	if due > int64(pages) {
 		due, s.carry = int64(pages), 0
 	}
-	for range due {
-		if err := s.span.write(r, first+s.cursor); err != nil {
+	// In runs, at most two (the ring wraps once): a fill of a run costs a
+	// Synthetic region a step a chunk of pages, not a step a page.
+	for due > 0 {
+		k := min(int(due), pages-s.cursor)
+		if err := r.FillMix(first+s.cursor, k, s.span.mix); err != nil {
 			return err
 		}
-		s.cursor = (s.cursor + 1) % pages
+		due -= int64(k)
+		s.cursor = (s.cursor + k) % pages
 	}
 	return nil
 }
