@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -240,10 +241,17 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	for _, s := range p.streams {
 		streams.Go(func() error {
 			if err := s.run(ctx); err != nil {
-				// A batch of the stream before the failure that
-				// failed too came first.
-				if earlier := s.drain(); earlier != nil {
+				// A batch of the stream in flight that failed came
+				// first, unless it was only let go because of the
+				// stop this failure caused.
+				if earlier := s.drain(); earlier != nil && (!stopped(earlier) || stopped(err)) {
 					err = earlier
+				}
+				if stopped(err) && parent.Err() == nil {
+					// Stopped by a failure elsewhere, which the
+					// failed batch's stream reports: the cancel
+					// it caused is not the cause.
+					return nil
 				}
 				p.fail(err, cancel)
 			}
@@ -254,6 +262,10 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	close(p.jobs)
 	close(p.warmReq)
 	_ = workers.Wait()
+	if p.Err() == nil && ctx.Err() != nil {
+		// Stopped, with no stream saying why: not a success.
+		p.fail(ctx.Err(), cancel)
+	}
 	if p.Err() == nil {
 		if p.beforeFinish != nil {
 			p.beforeFinish()
@@ -274,6 +286,10 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	p.state = verified
 	return nil
 }
+
+// stopped reports whether err says only that the applier was stopped: a
+// batch let go, or a stream that stopped waiting, after a failure.
+func stopped(err error) bool { return errors.Is(err, context.Canceled) }
 
 // fail records err as the failure unless one came first, and stops the
 // other goroutines; Run scrubs the destinations once they have ended. It

@@ -165,7 +165,9 @@ func (s *parallelStream) drain() error {
 	var first error
 	for _, r := range s.pending {
 		<-r.done
-		if first == nil {
+		// A batch let go because the applier was stopped says less
+		// than one whose failure stopped it.
+		if first == nil || stopped(first) && r.err != nil && !stopped(r.err) {
 			first = r.err
 		}
 	}

@@ -106,8 +106,17 @@ func clusterWorld(b *testing.B, n int) (*migrate.Sim, []*vgpu.Host) {
 	return s, hosts
 }
 
+// hostNIC is the 10 GbE NIC of the host named name: each migration of the
+// benchmark crosses its source's and its destination's.
+func hostNIC(name string) migrate.Link {
+	l := migrate.GbE10()
+	l.Name = "nic-" + name
+	return l
+}
+
 // rollingMaintenance evacuates host i at i/len(hosts) of the way through
-// sim, to every other host, driving the Sim from event to event.
+// sim, to every other host, each migration crossing the two hosts' NICs,
+// driving the Sim from event to event.
 func rollingMaintenance(b *testing.B, s *migrate.Sim, hosts []*vgpu.Host, sim time.Duration) {
 	start, next := s.Now(), 0
 	end := start + sim
@@ -115,7 +124,9 @@ func rollingMaintenance(b *testing.B, s *migrate.Sim, hosts []*vgpu.Host, sim ti
 	for {
 		for next < len(hosts) && s.Now() >= start+time.Duration(next)*every {
 			others := slices.Delete(slices.Clone(hosts), next, next+1)
-			if _, err := s.Evacuate(hosts[next], others, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst}); err != nil {
+			from := hosts[next].Name()
+			path := func(dst *vgpu.Host) []migrate.Link { return []migrate.Link{hostNIC(from), hostNIC(dst.Name())} }
+			if _, err := s.Evacuate(hosts[next], others, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst, Path: path}); err != nil {
 				b.Fatal(err)
 			}
 			next++

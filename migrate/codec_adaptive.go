@@ -318,7 +318,7 @@ func autoIndex(level checkpoint.Level) int {
 // modelledChooser is CodecAuto for a simulated migration's copy engine:
 // the published encode rates, the link's goodput, no clock.
 func modelledChooser(m *Migration) *AdaptiveChooser {
-	link := float64(m.cfg.Link.GoodputBytesPerSec())
+	link := float64(m.cfg.goodput())
 	return &AdaptiveChooser{Workers: m.cfg.EncodeWorkers, LinkBytesPerSec: func() float64 { return link }, Modelled: true}
 }
 

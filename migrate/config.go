@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -131,6 +132,14 @@ type Config struct {
 	// Link is the network the stream crosses; migrations in one Sim whose
 	// links have the same Name share one link's bandwidth.
 	Link Link
+	// Via are the further links the stream crosses after Link, in
+	// order: a switch's uplink, the destination host's NIC where Link is
+	// the source's. Each is shared by name as Link is, and a migration's
+	// flow gets the max-min fair rate of the whole path (Sim). The path's
+	// latency is the sum of its links', its nominal goodput, from which
+	// stun estimates and CodecAuto start, the least of theirs. Nil means
+	// Link alone.
+	Via []Link
 	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
 	// mode and Legacy67U1Costs in Legacy mode.
 	Costs StunCosts
@@ -212,5 +221,35 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MetricsWindow < 0:
 		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
 	}
-	return c, c.Link.validate()
+	for i, l := range c.route() {
+		if err := l.validate(); err != nil {
+			return c, err
+		}
+		if slices.ContainsFunc(c.route()[:i], func(o Link) bool { return o.Name == l.Name }) {
+			return c, fmt.Errorf("%w: the path crosses link %q twice", ErrConfig, l.Name)
+		}
+	}
+	return c, nil
+}
+
+// route returns the links the stream crosses: Link, then Via.
+func (c Config) route() []Link { return append([]Link{c.Link}, c.Via...) }
+
+// latency is the one-way latency of the path: the sum of its links'.
+func (c Config) latency() time.Duration {
+	d := c.Link.Latency
+	for _, l := range c.Via {
+		d += l.Latency
+	}
+	return d
+}
+
+// goodput is the nominal goodput of the path, in bytes per second: the
+// least of its links', before any other migration shares them.
+func (c Config) goodput() int64 {
+	g := c.Link.GoodputBytesPerSec()
+	for _, l := range c.Via {
+		g = min(g, l.GoodputBytesPerSec())
+	}
+	return g
 }

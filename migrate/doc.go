@@ -176,7 +176,11 @@
 // latency; Links lists the presets. Migrations whose links have the same
 // name share that link max-min fairly, their rates changing as transfers
 // start and end; time on the wire is computed from the bytes the stream
-// really encodes. SimConfig.MaxPerHost bounds the migrations a host takes
+// really encodes. A migration's stream may cross several links
+// (Config.Via: the source host's NIC, a switch, the destination's NIC);
+// the rates are then max-min fair across the whole network, by
+// progressive filling, so a destination NIC that several migrations cross
+// holds each of them back, and its source NIC carries only what is left. SimConfig.MaxPerHost bounds the migrations a host takes
 // part in at once (8 by default, as vSphere 7 allows on 10 GbE). A link's
 // line rate can change while migrations use it (Sim.SetLinkCapacity), and
 // an idle link be forgotten (Sim.RemoveLink).

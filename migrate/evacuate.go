@@ -15,6 +15,11 @@ type EvacuateConfig struct {
 	// (vgpu.ChooseDestination): BreadthFirst spreads the VMs over them,
 	// DepthFirst packs them.
 	Placement vgpu.Placement
+	// Path, if set, gives the links a migration to dst crosses, in order,
+	// in place of Migration's Link and Via: the evacuated host's NIC,
+	// then dst's, for a network whose NICs are its bottlenecks. A VM whose
+	// Path is empty is left, with ErrConfig.
+	Path func(dst *vgpu.Host) []Link
 }
 
 // Evacuation empties a host, as a host entering maintenance mode is
@@ -127,7 +132,16 @@ func (ev *Evacuation) pump() {
 			ev.leave(err)
 			continue
 		}
-		m, err := s.Start(vm, dst, ev.cfg.Migration)
+		cfg := ev.cfg.Migration
+		if ev.cfg.Path != nil {
+			path := ev.cfg.Path(dst)
+			if len(path) == 0 {
+				ev.leave(fmt.Errorf("%w: no path to %s", ErrConfig, dst.Name()))
+				continue
+			}
+			cfg.Link, cfg.Via = path[0], path[1:]
+		}
+		m, err := s.Start(vm, dst, cfg)
 		if err != nil {
 			ev.leave(err)
 			continue

@@ -50,13 +50,13 @@ func evacuationWorld(t *testing.T) (src *vgpu.Host, dsts []*vgpu.Host) {
 
 // evacuate runs an evacuation from event to event and returns it, with the
 // most migrations seen under way at once.
-func evacuate(t *testing.T) (*migrate.Evacuation, int) {
+func evacuate(t *testing.T, cfg migrate.EvacuateConfig) (*migrate.Evacuation, int) {
 	src, dsts := evacuationWorld(t)
 	sim, err := migrate.NewSim(migrate.SimConfig{MaxPerHost: 2}, append([]*vgpu.Host{src}, dsts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := sim.Evacuate(src, dsts, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst})
+	ev, err := sim.Evacuate(src, dsts, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func evacuate(t *testing.T) (*migrate.Evacuation, int) {
 // destination can take are left, each with its reason; and the same
 // evacuation gives the same reports.
 func TestEvacuate(t *testing.T) {
-	ev, most := evacuate(t)
+	ev, most := evacuate(t, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst})
 	if !ev.Done() || ev.Empty() || len(ev.Waiting()) != 0 {
 		t.Fatalf("done %v, empty %v, %d waiting", ev.Done(), ev.Empty(), len(ev.Waiting()))
 	}
@@ -120,11 +120,38 @@ func TestEvacuate(t *testing.T) {
 		t.Errorf("the source holds %d VMs, want the two left", n)
 	}
 
-	again, _ := evacuate(t)
+	again, _ := evacuate(t, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst})
 	for i, m := range again.Migrations() {
 		if a, b := m.Report(), ev.Migrations()[i].Report(); !reflect.DeepEqual(a, b) {
 			t.Fatalf("%s: a second evacuation differs", a.VM)
 		}
+	}
+}
+
+// TestEvacuatePath: with EvacuateConfig.Path every migration crosses the
+// evacuated host's NIC and its destination's; an empty path leaves the
+// VMs, with ErrConfig.
+func TestEvacuatePath(t *testing.T) {
+	nic := func(h string) migrate.Link {
+		l := migrate.GbE10()
+		l.Name = "nic-" + h
+		return l
+	}
+	ev, _ := evacuate(t, migrate.EvacuateConfig{Path: func(dst *vgpu.Host) []migrate.Link {
+		return []migrate.Link{nic("src"), nic(dst.Name())}
+	}})
+	for _, m := range ev.Migrations() {
+		rep := m.Report()
+		if m.Err() != nil || rep.Link != "nic-src" || len(rep.Via) != 1 || rep.Via[0] != "nic-"+rep.Destination {
+			t.Errorf("%s to %s: %v, over %q via %q", rep.VM, rep.Destination, m.Err(), rep.Link, rep.Via)
+		}
+	}
+	if len(ev.Migrations()) != 6 {
+		t.Errorf("%d migrations, want 6", len(ev.Migrations()))
+	}
+	ev, _ = evacuate(t, migrate.EvacuateConfig{Path: func(*vgpu.Host) []migrate.Link { return nil }})
+	if len(ev.Migrations()) != 0 || len(ev.Left()) != 8 || !errors.Is(ev.Left()[0].Err, migrate.ErrConfig) {
+		t.Errorf("no path: %d migrations, left %v", len(ev.Migrations()), ev.Left())
 	}
 }
 

@@ -1,6 +1,9 @@
 package migrate
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Fault is a failure injected into a simulated migration, so that a
 // simulator built on this one can play out what happens when a migration
@@ -90,10 +93,15 @@ func (m *Migration) stall() {
 	}
 	m.linkStalled = true
 	m.transferring = false
-	m.ls.share.start(m.flow, 0, 0)
+	m.sim.net.start(m.flow, 0, 0)
 	m.setTimer(m.sim.now + m.cfg.Timeout)
 	m.core.noticeAt(m.sim.now, fmt.Sprintf("link to %s stalled; giving up in %v", m.dst.Name(), m.cfg.Timeout))
 	m.publish()
+}
+
+// crosses reports whether the migration's path crosses the link named name.
+func (m *Migration) crosses(name string) bool {
+	return slices.ContainsFunc(m.cfg.route(), func(l Link) bool { return l.Name == name })
 }
 
 // FailLink injects f, FaultLinkDown or FaultLinkStall, into every active
@@ -105,7 +113,7 @@ func (s *Sim) FailLink(name string, f Fault) (int, error) {
 	}
 	n := 0
 	for _, m := range s.Active() {
-		if m.cfg.Link.Name != name || m.Done() {
+		if !m.crosses(name) || m.Done() {
 			continue
 		}
 		if err := m.Inject(f); err != nil {

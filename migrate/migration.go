@@ -31,7 +31,6 @@ type Migration struct {
 	wireBytes      int64        // the stream's, when the migration ended
 	before, during vgpu.Metrics // the workload's, when it ended
 
-	ls           *linkState
 	flow         *flow
 	transferring bool
 	linkStalled  bool // FaultLinkStall: the timer is the timeout
@@ -110,7 +109,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if err := dst.CheckIncoming(spec); err != nil {
 		return refuse(wrap(ErrIncompatible, err))
 	}
-	ls, err := s.link(cfg.Link)
+	path, err := s.path(cfg)
 	if err != nil {
 		src.RollBack(false)
 		return nil, err
@@ -130,7 +129,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 		return refuse(wrap(ErrIncompatible, err))
 	}
 	m := &Migration{
-		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst, ls: ls,
+		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst,
 		devices: len(vm.VGPUs()), taken: new(int),
 	}
 	m.srcRegs = src.Regions()
@@ -148,13 +147,13 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	_ = s.AddHost(srcHost)
 	_ = s.AddHost(dst)
 	s.nextID++
-	m.flow = &flow{id: m.id}
-	ls.share.add(m.flow)
+	m.flow = &flow{id: m.id, path: path}
+	s.net.add(m.flow)
 	src.StartLogging()
 	s.active = append(s.active, m)
 	m.publish()
 	// The handshake: the source asks, the destination answers.
-	m.setTimer(s.now + 2*cfg.Link.Latency)
+	m.setTimer(s.now + 2*cfg.latency())
 	return m, nil
 }
 
@@ -162,8 +161,8 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 // vm: the configured costs, the link's latency for each of the stun's
 // three transfers, and the GPU's PCIe rate.
 func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64) CoreConfig {
-	c := CoreConfig{VM: vm.ID(), Policy: cfg.Policy, Costs: cfg.Costs, StunLatency: 3 * cfg.Link.Latency,
-		NominalBandwidthBytesPerSec: cfg.Link.GoodputBytesPerSec(), Framebuffers: len(vm.Framebuffers()),
+	c := CoreConfig{VM: vm.ID(), Policy: cfg.Policy, Costs: cfg.Costs, StunLatency: 3 * cfg.latency(),
+		NominalBandwidthBytesPerSec: cfg.goodput(), Framebuffers: len(vm.Framebuffers()),
 		Devices: len(vm.VGPUs()), DeviceStateBytes: stateBytes, PCIeBytesPerSec: vm.Host().Config().GPU.PCIeDMABytesPerSec}
 	if cfg.Mode == Legacy {
 		for _, r := range vm.Framebuffers() {

@@ -30,10 +30,10 @@ func (m *Migration) transfer(capBps int64) {
 	n := m.xfer.pending()
 	m.xfer.markSent()
 	if n == 0 {
-		m.setTimer(m.sim.now + m.cfg.Link.Latency)
+		m.setTimer(m.sim.now + m.cfg.latency())
 		return
 	}
-	m.ls.share.start(m.flow, n, capBps)
+	m.sim.net.start(m.flow, n, capBps)
 	m.transferring = true
 }
 
@@ -276,7 +276,7 @@ func (m *Migration) rollBack(a Action) {
 		_ = m.in.Destroy()
 	}
 	m.transferring = false
-	m.ls.share.start(m.flow, 0, 0)
+	m.sim.net.start(m.flow, 0, 0)
 	m.src.RollBack(a.InDoubt)
 	m.finish()
 }
@@ -284,7 +284,7 @@ func (m *Migration) rollBack(a Action) {
 // finish takes the ended migration out of the Sim and closes its report.
 func (m *Migration) finish() {
 	m.timerSet = false
-	m.ls.share.remove(m.flow)
+	m.sim.net.remove(m.flow)
 	m.sim.remove(m)
 	m.wireBytes = m.xfer.total()
 	r := m.core.rep

@@ -210,7 +210,7 @@ func (t *modelTransport) chooseLevel(counts *[memory.ClassExplicit]int64, ps int
 		}
 		costs = append(costs, c)
 	}
-	return ChooseLevel(float64(t.m.cfg.Link.GoodputBytesPerSec()), t.m.cfg.EncodeWorkers, costs), nil
+	return ChooseLevel(float64(t.m.cfg.goodput()), t.m.cfg.EncodeWorkers, costs), nil
 }
 
 func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {

@@ -101,6 +101,9 @@ type Report struct {
 	// (Send, Receive); its fidelity is then Bytes.
 	Live bool   `json:"live,omitempty"`
 	Link string `json:"link"`
+	// Via are the names of the further links the stream crossed
+	// (Config.Via), in order.
+	Via []string `json:"via,omitempty"`
 
 	// Outcome is PhaseDone or PhaseFailed (or the current phase while the
 	// migration runs); Error and FailedIn say why and where it failed.
@@ -221,6 +224,9 @@ func (r *Report) Settle() {
 func (m *Migration) Report() *Report {
 	r := m.core.Report()
 	r.Source, r.Destination, r.Fidelity, r.Link = m.srcHost.Name(), m.dst.Name(), m.cfg.Fidelity, m.cfg.Link.Name
+	for _, l := range m.cfg.Via {
+		r.Via = append(r.Via, l.Name)
+	}
 	for _, p := range m.vm.Profiles() {
 		r.Profiles = append(r.Profiles, p.Name)
 	}

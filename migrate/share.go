@@ -6,57 +6,86 @@ import (
 	"time"
 )
 
-// share divides a link's goodput among the flows on it, max-min fairly: a
-// flow that wants less than an equal share gets what it wants, and the rest
-// is split equally among the others. Rates are whole bytes per second and
-// bytes moved are carried in byte-nanoseconds, so the arithmetic is exact
-// and the same on every machine.
+// network divides the goodput of the Sim's links among the flows crossing
+// them, max-min fairly by progressive filling: every flow's rate rises
+// together until a link is full or a flow reaches its cap; those flows
+// keep their rate and the rest rise on. A flow that crosses several links
+// (the source's NIC, a switch, the destination's NIC) is held back by the
+// fullest. Rates are whole bytes per second and bytes moved are carried in
+// byte-nanoseconds, so the arithmetic is exact and the same on every
+// machine; on a single link it is water-filling, a flow at a time.
+type network struct {
+	flows []*flow // in the order they joined
+	order []*flow // scratch for allocate
+	links []*share
+}
+
+// share is one link: its goodput and the flows crossing it.
 type share struct {
 	capacity int64 // bytes/s
 	flows    []*flow
-	order    []*flow // scratch for water-filling
+	left     int64 // allocate's scratch: capacity not yet given
+	rising   int   // allocate's scratch: flows on it whose rate is not set
 }
 
-// flow is one stream on a link.
+// flow is one stream and the links it crosses.
 type flow struct {
 	id        int
+	path      []*share
 	remaining int64  // bytes still to send in the current transfer
 	capBps    int64  // the most it can use, bytes/s; 0 means no limit
-	rate      int64  // bytes/s, set by share.allocate
+	rate      int64  // bytes/s, set by network.allocate
 	carry     uint64 // byte-nanoseconds not yet making up a byte
 	sent      int64  // bytes moved in total
 	busy      bool   // a transfer is under way; cleared by the Sim when it ends
+	set       bool   // allocate's scratch: rate set
 }
 
 // start begins a transfer of n bytes at no more than capBps (0: no cap).
-func (s *share) start(f *flow, n, capBps int64) {
+func (nw *network) start(f *flow, n, capBps int64) {
 	f.remaining, f.capBps, f.carry, f.busy = n, capBps, 0, n > 0
-	s.allocate()
+	nw.allocate()
 }
 
-func (s *share) add(f *flow) {
-	s.flows = append(s.flows, f)
-	s.allocate()
-}
-
-func (s *share) remove(f *flow) {
-	s.flows = slices.DeleteFunc(s.flows, func(x *flow) bool { return x == f })
-	s.allocate()
-}
-
-// allocate sets every flow's rate by water-filling: flows in increasing
-// order of their cap (uncapped last, ties by id), each taking the smaller of
-// its cap and an equal split of what is left. Idle flows (nothing
-// remaining) take nothing.
-func (s *share) allocate() {
-	s.order = s.order[:0]
-	for _, f := range s.flows {
-		f.rate = 0
-		if f.remaining > 0 {
-			s.order = append(s.order, f)
+// add puts f, its path set, on the network.
+func (nw *network) add(f *flow) {
+	nw.flows = append(nw.flows, f)
+	for _, l := range f.path {
+		l.flows = append(l.flows, f)
+		if !slices.Contains(nw.links, l) {
+			nw.links = append(nw.links, l)
 		}
 	}
-	slices.SortFunc(s.order, func(a, b *flow) int {
+	nw.allocate()
+}
+
+// remove takes f off the network.
+func (nw *network) remove(f *flow) {
+	nw.flows = slices.DeleteFunc(nw.flows, func(x *flow) bool { return x == f })
+	for _, l := range f.path {
+		l.flows = slices.DeleteFunc(l.flows, func(x *flow) bool { return x == f })
+	}
+	nw.links = slices.DeleteFunc(nw.links, func(l *share) bool { return len(l.flows) == 0 })
+	nw.allocate()
+}
+
+// allocate sets every flow's rate. The flows with something remaining are
+// taken in increasing order of their cap (uncapped last, ties by id). At
+// each step the lowest level is found, the least of every link's equal
+// split of what it has left among its flows still rising; if the first
+// flow's cap is no more than that, it gets its cap, else every rising flow
+// of that link is set, in order, each to the smaller of its cap and the
+// equal split of what is left of every link it crosses. On a single link
+// that is the water-filling of a flow at a time; idle flows take nothing.
+func (nw *network) allocate() {
+	nw.order = nw.order[:0]
+	for _, f := range nw.flows {
+		f.rate, f.set = 0, f.remaining <= 0
+		if !f.set {
+			nw.order = append(nw.order, f)
+		}
+	}
+	slices.SortFunc(nw.order, func(a, b *flow) int {
 		ca, cb := capOrMax(a.capBps), capOrMax(b.capBps)
 		if ca != cb {
 			if ca < cb {
@@ -66,11 +95,51 @@ func (s *share) allocate() {
 		}
 		return a.id - b.id
 	})
-	left := s.capacity
-	for i, f := range s.order {
-		fair := left / int64(len(s.order)-i)
-		f.rate = min(fair, capOrMax(f.capBps))
-		left -= f.rate
+	for _, l := range nw.links {
+		l.left, l.rising = l.capacity, 0
+	}
+	for _, f := range nw.order {
+		for _, l := range f.path {
+			l.rising++
+		}
+	}
+	for next := 0; next < len(nw.order); {
+		var low *share
+		for _, l := range nw.links {
+			if l.rising > 0 && (low == nil || l.left/int64(l.rising) < low.left/int64(low.rising)) {
+				low = l
+			}
+		}
+		first := nw.order[next]
+		if low == nil || capOrMax(first.capBps) <= low.left/int64(low.rising) {
+			nw.fix(first)
+		} else {
+			for _, f := range nw.order[next:] {
+				if !f.set && slices.Contains(f.path, low) {
+					nw.fix(f)
+				}
+			}
+		}
+		for next < len(nw.order) && nw.order[next].set {
+			next++
+		}
+	}
+}
+
+// fix sets f's rate to the smaller of its cap and the equal split of what
+// every link it crosses has left, and takes it from them.
+func (nw *network) fix(f *flow) {
+	r := capOrMax(f.capBps)
+	for _, l := range f.path {
+		r = min(r, l.left/int64(l.rising))
+	}
+	if len(f.path) == 0 {
+		r = 0
+	}
+	f.rate, f.set = r, true
+	for _, l := range f.path {
+		l.left -= r
+		l.rising--
 	}
 }
 
@@ -81,7 +150,7 @@ func capOrMax(c int64) int64 {
 	return c
 }
 
-// total returns the sum of the flows' rates.
+// total returns the sum of the rates of the flows on the link.
 func (s *share) total() int64 {
 	var t int64
 	for _, f := range s.flows {
@@ -92,9 +161,9 @@ func (s *share) total() int64 {
 
 // untilNext returns the time until the first flow finishes its transfer at
 // the current rates, and false if no flow is moving.
-func (s *share) untilNext() (time.Duration, bool) {
+func (nw *network) untilNext() (time.Duration, bool) {
 	best, ok := time.Duration(0), false
-	for _, f := range s.flows {
+	for _, f := range nw.flows {
 		if f.rate == 0 || f.remaining == 0 {
 			continue
 		}
@@ -107,8 +176,8 @@ func (s *share) untilNext() (time.Duration, bool) {
 
 // advance moves every flow forward by d at its current rate. A flow never
 // sends more than it has remaining.
-func (s *share) advance(d time.Duration) {
-	for _, f := range s.flows {
+func (nw *network) advance(d time.Duration) {
+	for _, f := range nw.flows {
 		f.advance(d)
 	}
 }

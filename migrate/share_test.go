@@ -1,56 +1,115 @@
 package migrate
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 )
 
-// TestShareIsMaxMinFair checks the water-filling against the definition:
-// no rate exceeds its cap, the rates never sum past the capacity, and a
-// flow below its cap gets at least as much as every other flow (so no
-// flow could gain without taking from one that has no more).
-func TestShareIsMaxMinFair(t *testing.T) {
+// waterFill is the reference for a single link: flows in increasing order
+// of their cap (uncapped last, ties by id), each taking the smaller of its
+// cap and an equal split of what is left; idle flows take nothing.
+func waterFill(capacity int64, flows []*flow) map[int]int64 {
+	order := slices.Clone(flows)
+	order = slices.DeleteFunc(order, func(f *flow) bool { return f.remaining <= 0 })
+	slices.SortStableFunc(order, func(a, b *flow) int {
+		if c := cmp.Compare(capOrMax(a.capBps), capOrMax(b.capBps)); c != 0 {
+			return c
+		}
+		return a.id - b.id
+	})
+	rates := map[int]int64{}
+	left := capacity
+	for i, f := range order {
+		r := min(left/int64(len(order)-i), capOrMax(f.capBps))
+		rates[f.id] = r
+		left -= r
+	}
+	return rates
+}
+
+// drawFlows draws n flows over links, each crossing a non-empty run of
+// them in a drawn order.
+func drawFlows(t *rapid.T, links []*share, n int) []*flow {
+	var flows []*flow
+	for i := range n {
+		perm := rapid.Permutation(links).Draw(t, "path")
+		f := &flow{id: i, path: perm[:rapid.IntRange(1, len(links)).Draw(t, "hops")],
+			remaining: rapid.Int64Range(0, 1e9).Draw(t, "remaining"),
+			capBps:    rapid.Int64Range(0, 5e9).Draw(t, "cap")}
+		flows = append(flows, f)
+	}
+	return flows
+}
+
+// TestNetworkOneLinkIsWaterFilling: on a single link the progressive
+// filling gives every flow exactly what water-filling does, so adding
+// paths changed no figure of a migration over one link.
+func TestNetworkOneLinkIsWaterFilling(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s := &share{capacity: rapid.Int64Range(1, 20e9).Draw(t, "capacity")}
-		n := rapid.IntRange(1, 12).Draw(t, "flows")
-		for i := range n {
-			s.add(&flow{
-				id:        i,
-				remaining: rapid.Int64Range(0, 1e9).Draw(t, "remaining"),
-				capBps:    rapid.Int64Range(0, 5e9).Draw(t, "cap"),
-			})
+		l := &share{capacity: rapid.Int64Range(1, 20e9).Draw(t, "capacity")}
+		var nw network
+		flows := drawFlows(t, []*share{l}, rapid.IntRange(1, 12).Draw(t, "flows"))
+		for _, f := range flows {
+			nw.add(f)
 		}
-		if s.total() > s.capacity {
-			t.Fatalf("rates sum to %d > capacity %d", s.total(), s.capacity)
-		}
-		active, capped := 0, 0
-		for _, f := range s.flows {
-			if f.remaining == 0 {
-				if f.rate != 0 {
-					t.Fatalf("idle flow %d has rate %d", f.id, f.rate)
-				}
-				continue
+		want := waterFill(l.capacity, flows)
+		for _, f := range flows {
+			if f.rate != want[f.id] {
+				t.Fatalf("flow %d (cap %d, remaining %d): rate %d, water-filling gives %d", f.id, f.capBps, f.remaining, f.rate, want[f.id])
 			}
-			active++
-			if f.capBps > 0 && f.rate > f.capBps {
+		}
+	})
+}
+
+// TestNetworkIsMaxMinFair checks the progressive filling against the
+// definition of max-min fairness, to within the bytes per second integer
+// division leaves: no rate exceeds its cap, no link carries more than its
+// capacity, and every flow below its cap crosses a link that is full and
+// on which no flow gets more than it (so no flow could gain without taking
+// from one that has no more).
+func TestNetworkIsMaxMinFair(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var links []*share
+		for range rapid.IntRange(1, 4).Draw(t, "links") {
+			links = append(links, &share{capacity: rapid.Int64Range(1, 20e9).Draw(t, "capacity")})
+		}
+		var nw network
+		flows := drawFlows(t, links, rapid.IntRange(1, 10).Draw(t, "flows"))
+		for _, f := range flows {
+			nw.add(f)
+		}
+		slack := int64(len(flows))
+		for _, l := range links {
+			if l.total() > l.capacity {
+				t.Fatalf("link of %d carries %d", l.capacity, l.total())
+			}
+		}
+		for _, f := range flows {
+			switch {
+			case f.remaining == 0 && f.rate != 0:
+				t.Fatalf("idle flow %d has rate %d", f.id, f.rate)
+			case f.remaining == 0 || f.capBps > 0 && f.rate == f.capBps:
+				continue
+			case f.capBps > 0 && f.rate > f.capBps:
 				t.Fatalf("flow %d rate %d above cap %d", f.id, f.rate, f.capBps)
 			}
-			if f.capBps > 0 && f.rate == f.capBps {
-				capped++
-				continue
-			}
-			for _, g := range s.flows {
-				// Integer division leaves at most one byte/s a flow
-				// unassigned.
-				if g.rate > f.rate+int64(len(s.flows)) {
-					t.Fatalf("uncapped flow %d has %d while flow %d has %d", f.id, f.rate, g.id, g.rate)
-				}
+			bottleneck := slices.ContainsFunc(f.path, func(l *share) bool {
+				return l.total() >= l.capacity-slack && !slices.ContainsFunc(l.flows, func(g *flow) bool { return g.rate > f.rate+slack })
+			})
+			if !bottleneck {
+				t.Fatalf("flow %d at %d (cap %d) has no full link on which it gets the most", f.id, f.rate, f.capBps)
 			}
 		}
-		if active > capped && s.total() < s.capacity-int64(active) {
-			t.Fatalf("capacity %d left unused (total %d) with an unsatisfied flow", s.capacity, s.total())
+		// Taking every flow off leaves the links as they were.
+		for _, f := range flows {
+			nw.remove(f)
+		}
+		if len(nw.flows) != 0 || len(nw.links) != 0 || slices.ContainsFunc(links, func(l *share) bool { return len(l.flows) != 0 }) {
+			t.Fatal("flows left on the network")
 		}
 	})
 }

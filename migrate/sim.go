@@ -54,6 +54,7 @@ type Sim struct {
 	hosts  []*vgpu.Host
 	clocks []*vgpu.Clock // of hosts, index for index
 	links  []*linkState
+	net    network // the flows of the active migrations over links
 	active []*Migration
 	nextID int
 	costs  costTables
@@ -223,6 +224,20 @@ func (s *Sim) link(l Link) (*linkState, error) {
 	return ls, nil
 }
 
+// path returns the links of cfg's route, declaring those the Sim does
+// not know yet, as a migration's Link always was.
+func (s *Sim) path(cfg Config) ([]*share, error) {
+	var path []*share
+	for _, l := range cfg.route() {
+		ls, err := s.link(l)
+		if err != nil {
+			return nil, err
+		}
+		path = append(path, &ls.share)
+	}
+	return path, nil
+}
+
 // LinkRates returns, for the link named name, the rate in bytes per second
 // each active migration's flow has on it now, in start order, and their
 // sum, which never exceeds the link's goodput.
@@ -299,10 +314,8 @@ func (s *Sim) nextAt() (time.Duration, bool) {
 			best, ok = m.timerAt, true
 		}
 	}
-	for _, ls := range s.links {
-		if d, moving := ls.share.untilNext(); moving && (!ok || s.now+d < best) {
-			best, ok = s.now+d, true
-		}
+	if d, moving := s.net.untilNext(); moving && (!ok || s.now+d < best) {
+		best, ok = s.now+d, true
 	}
 	return best, ok
 }
@@ -313,9 +326,7 @@ func (s *Sim) advanceTo(t time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	for _, ls := range s.links {
-		ls.share.advance(d)
-	}
+	s.net.advance(d)
 	s.now = t
 	return s.advanceHosts()
 }
@@ -347,22 +358,20 @@ func (s *Sim) advanceHosts() error {
 // fire handles everything due now: transfers that ended, then timers, each
 // in the migrations' start order.
 func (s *Sim) fire() {
-	for _, ls := range s.links {
-		done := false
-		for _, f := range ls.share.flows {
-			if f.busy && f.remaining == 0 {
-				f.busy = false
-				done = true
-			}
+	done := false
+	for _, f := range s.net.flows {
+		if f.busy && f.remaining == 0 {
+			f.busy = false
+			done = true
 		}
-		if done {
-			ls.share.allocate()
-		}
+	}
+	if done {
+		s.net.allocate()
 	}
 	for _, m := range slices.Clone(s.active) {
 		if m.flow != nil && m.transferring && !m.flow.busy {
 			m.transferring = false
-			m.setTimer(s.now + m.cfg.Link.Latency) // the last byte's flight
+			m.setTimer(s.now + m.cfg.latency()) // the last byte's flight
 		}
 	}
 	for _, m := range slices.Clone(s.active) {

@@ -29,7 +29,7 @@ func (s *Sim) SetLinkCapacity(name string, bitsPerSec int64) error {
 		return fmt.Errorf("%w: link %q at %d bit/s carries no byte a second", ErrConfig, name, bitsPerSec)
 	}
 	ls.share.capacity = l.GoodputBytesPerSec()
-	ls.share.allocate()
+	s.net.allocate()
 	ls.bitsPerSec = bitsPerSec
 	return nil
 }

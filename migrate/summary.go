@@ -12,7 +12,8 @@ import (
 )
 
 // Summary sums up many migrations: a row for each, the totals of each link
-// and each host, and the stun's percentiles. It writes as CSV (WriteCSV,
+// (a migration counts towards every link it crossed) and each host, and
+// the stun's percentiles. It writes as CSV (WriteCSV,
 // one row per migration) and as JSON (encoding/json).
 type Summary struct {
 	Rows  []SummaryRow `json:"migrations"`
@@ -24,18 +25,20 @@ type Summary struct {
 
 // SummaryRow is one migration of a Summary.
 type SummaryRow struct {
-	VM          string        `json:"vm"`
-	Source      string        `json:"source"`
-	Destination string        `json:"destination"`
-	Link        string        `json:"link"`
-	Mode        Mode          `json:"mode"`
-	Outcome     Phase         `json:"outcome"`
-	Start       time.Duration `json:"start_ns"`
-	End         time.Duration `json:"end_ns"`
-	Stun        time.Duration `json:"stun_ns"`
-	Rounds      int           `json:"rounds"`
-	WireBytes   int64         `json:"wire_bytes"`
-	RawBytes    int64         `json:"raw_bytes"`
+	VM          string `json:"vm"`
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	// Link names the links the stream crossed, in order, joined by
+	// " > ": Report.Link, then Report.Via.
+	Link      string        `json:"link"`
+	Mode      Mode          `json:"mode"`
+	Outcome   Phase         `json:"outcome"`
+	Start     time.Duration `json:"start_ns"`
+	End       time.Duration `json:"end_ns"`
+	Stun      time.Duration `json:"stun_ns"`
+	Rounds    int           `json:"rounds"`
+	WireBytes int64         `json:"wire_bytes"`
+	RawBytes  int64         `json:"raw_bytes"`
 	// MeetsStandard is Report.MeetsStandard: done, with a stun under 1 s.
 	MeetsStandard bool   `json:"meets_standard"`
 	Error         string `json:"error,omitempty"`
@@ -72,11 +75,14 @@ func Summarize(reports []*Report) Summary {
 	links, hosts := map[string]*groupAcc{}, map[string]*groupAcc{}
 	var all []time.Duration
 	for _, r := range reports {
-		row := SummaryRow{VM: r.VM, Source: r.Source, Destination: r.Destination, Link: r.Link, Mode: r.Mode,
+		path := r.route()
+		row := SummaryRow{VM: r.VM, Source: r.Source, Destination: r.Destination, Link: strings.Join(path, " > "), Mode: r.Mode,
 			Outcome: r.Outcome, Start: r.Start, End: r.End, Stun: r.Stun, Rounds: len(r.Rounds),
 			WireBytes: r.WireBytes, RawBytes: r.RawBytes, MeetsStandard: r.MeetsStandard(), Error: r.Error}
 		s.Rows = append(s.Rows, row)
-		acc(links, r.Link).add(row)
+		for _, l := range path {
+			acc(links, l).add(row)
+		}
 		acc(hosts, r.Source).add(row)
 		acc(hosts, r.Source).t.Out++
 		acc(hosts, r.Destination).add(row)

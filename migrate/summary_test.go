@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpu"
 )
 
 // TestSummary: an evacuation's six migrations and one failed migration sum
@@ -16,7 +17,7 @@ import (
 // nearest-rank percentiles over the six that succeeded; the CSV has a row
 // per migration under the JSON form's names.
 func TestSummary(t *testing.T) {
-	ev, _ := evacuate(t)
+	ev, _ := evacuate(t, migrate.EvacuateConfig{Placement: vgpu.BreadthFirst})
 	var reps []*migrate.Report
 	var stuns []time.Duration
 	for _, m := range ev.Migrations() {
