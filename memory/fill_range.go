@@ -1,6 +1,9 @@
 package memory
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // bulkFillMinPages is the fewest pages a fill of a Synthetic region does as
 // one operation under the locks of its chunks rather than page by page: a
@@ -51,6 +54,48 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 	return nil
 }
 
+// fillEach fills each of pages of r (checked, each in r), once for each
+// time it is listed, with the class m, which is valid, assigns it for r's
+// seed, as fill does page by page. A Synthetic region's batch, in a window
+// or a root without windows, is written under the locks of its range
+// taken once, where they are no more than its pages, not a lock a page.
+func (r *Region) fillEach(pages []int, m Mix) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	lo, hi := slices.Min(pages), slices.Max(pages)
+	sp := r.sp
+	stripes := sp.stripesOf(r.first+lo, hi-lo+1)
+	if stripes.count() > len(pages) || sp.storesGenerated() || !r.window && sp.hasWindows() {
+		for _, p := range pages {
+			if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rule := ruleOf(m.Parts[0].Class, m, r.seed, r.first)
+	if len(m.Parts) == 1 {
+		rule = ruleOf(m.Parts[0].Class, Mix{}, 0, 0)
+	}
+	stripes.lock(sp)
+	defer stripes.unlock(sp)
+	if r.unmapped.Load() {
+		return ErrUnmapped
+	}
+	for _, p := range pages {
+		t := target{abs: r.first + p, win: r}
+		if !r.window {
+			t.win = nil
+		}
+		sp.back.release(t.abs) // a Synthetic page's explicit bytes, which the fill replaces
+		sp.setState(t.abs, rule.classOf(t.abs), sp.gen(t.abs)+1)
+		sp.changed(t.abs)
+		r.markLocked(t)
+	}
+	return nil
+}
+
 // stripeSpans are the lock stripes of a range of pages, as two runs of
 // stripe indices, [lo1, hi1) and [lo2, hi2), ascending and apart: whoever
 // takes several stripes takes them in increasing order, so that no two
@@ -70,6 +115,9 @@ func (sp *space) stripesOf(abs, n int) stripeSpans {
 	}
 	return stripeSpans{0, s1 + 1, s0, lockStripes} // the range wraps around
 }
+
+// count returns the number of stripes.
+func (s stripeSpans) count() int { return s.hi1 - s.lo1 + s.hi2 - s.lo2 }
 
 func (s stripeSpans) lock(sp *space) {
 	for _, r := range [2][2]int{{s.lo1, s.hi1}, {s.lo2, s.hi2}} {

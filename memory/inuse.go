@@ -52,7 +52,11 @@ func (r *Region) eachUsed(f func(first, n int)) error {
 			f(p, end-p)
 		default:
 			for q := p; q < end; q++ {
-				if c, gen := sp.state(r.first + q); (PageState{Gen: gen, Class: c}).InUse() {
+				// A page written since its scrub is in use whatever its
+				// class, which takes a mix's hash to work out.
+				if sp.gen(r.first+q) != 0 {
+					f(q, 1)
+				} else if c, gen := sp.state(r.first + q); (PageState{Gen: gen, Class: c}).InUse() {
 					f(q, 1)
 				}
 			}

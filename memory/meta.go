@@ -12,9 +12,8 @@ const metaChunkShift = 9
 // A rule is never changed once made, so chunks share it.
 type pageRule struct {
 	class  Class
-	mix    Mix    // Parts nil: every page is class
-	seed   uint64 // the filling region's seed, for mix
-	keyOff int    // the key of absolute page p is p - keyOff, for mix
+	mix    *mixPicker // nil: every page is class; else the mix, bound to the filling region's seed
+	keyOff int        // the key of absolute page p is p - keyOff, for mix
 }
 
 // classRules are the rules of a single class, one for each, so that a fill
@@ -36,14 +35,15 @@ func ruleOf(c Class, m Mix, seed uint64, first int) *pageRule {
 	if m.Parts == nil {
 		return &classRules[c]
 	}
-	return &pageRule{mix: m, seed: seed, keyOff: first}
+	k := m.picker(seed)
+	return &pageRule{mix: &k, keyOff: first}
 }
 
 func (u *pageRule) classOf(abs int) Class {
-	if u.mix.Parts == nil {
+	if u.mix == nil {
 		return u.class
 	}
-	return u.mix.ClassOf(u.seed, uint64(abs-u.keyOff))
+	return u.mix.classOf(uint64(abs - u.keyOff))
 }
 
 // metaChunk is the class and generation of each of its pages: a page's

@@ -31,7 +31,7 @@ func TestStripesOf(t *testing.T) {
 				got = append(got, i)
 			}
 		}
-		if len(got) != len(want) || !slices.IsSorted(got) {
+		if len(got) != len(want) || len(got) != s.count() || !slices.IsSorted(got) {
 			t.Errorf("pages [%d, +%d): stripes %v, want the %d of %v in order", tc.abs, tc.n, got, len(want), want)
 		}
 		for _, i := range got {

@@ -84,16 +84,34 @@ func (m Mix) ClassOf(seed, page uint64) Class {
 	if len(m.Parts) == 1 {
 		return m.Parts[0].Class
 	}
-	var total uint64
+	k := m.picker(seed)
+	return k.classOf(page)
+}
+
+// mixPicker is a valid Mix bound to a seed, with the seed's half of the
+// hash and the total weight worked out once for the many pages of a run.
+type mixPicker struct {
+	parts    []MixPart
+	seedHash uint64
+	total    uint64
+}
+
+func (m Mix) picker(seed uint64) mixPicker {
+	k := mixPicker{parts: m.Parts, seedHash: mix64(seed ^ 0x6a09e667f3bcc909)}
 	for _, p := range m.Parts {
-		total += uint64(p.Weight)
+		k.total += uint64(p.Weight)
 	}
-	x := mix64(mix64(seed^0x6a09e667f3bcc909)^page) % total
-	for _, p := range m.Parts {
+	return k
+}
+
+// classOf is Mix.ClassOf of page for the picker's mix and seed.
+func (k *mixPicker) classOf(page uint64) Class {
+	x := mix64(k.seedHash^page) % k.total
+	for _, p := range k.parts {
 		if x < uint64(p.Weight) {
 			return p.Class
 		}
 		x -= uint64(p.Weight)
 	}
-	return m.Parts[len(m.Parts)-1].Class
+	return k.parts[len(k.parts)-1].Class
 }

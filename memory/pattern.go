@@ -85,6 +85,7 @@ type Pattern struct {
 	cursor  int
 	written int64
 	passes  int64
+	batch   []int // pages chosen and not written yet: see advanceEach
 }
 
 // NewPattern returns a Pattern over r.
@@ -195,12 +196,27 @@ func (p *Pattern) Advance(d time.Duration) (int64, error) {
 	if p.cfg.Kind == Sweep || p.cfg.Kind == Rewrite {
 		return p.advanceRuns(n, rem)
 	}
-	for i := int64(0); i < n; i++ {
-		page := p.cfg.FirstPage + p.nextPage()
-		if err := p.r.fillPage(page, p.cfg.Mix.ClassOf(p.r.seed, uint64(page))); err != nil {
-			return i, err
+	return p.advanceEach(n, rem)
+}
+
+// patternBatchPages is the most pages a Uniform or HotSet pattern chooses
+// before it writes them.
+const patternBatchPages = 4096
+
+// advanceEach writes the n pages due of a Uniform or HotSet pattern, in
+// batches of the pages it chose, each written as fillEach writes them.
+func (p *Pattern) advanceEach(n int64, rem uint64) (int64, error) {
+	for done := int64(0); done < n; {
+		k := int(min(n-done, patternBatchPages))
+		p.batch = p.batch[:0]
+		for range k {
+			p.batch = append(p.batch, p.cfg.FirstPage+p.nextPage())
 		}
-		p.written++
+		if err := p.r.fillEach(p.batch, p.cfg.Mix); err != nil {
+			return done, err
+		}
+		done += int64(k)
+		p.written += int64(k)
 	}
 	p.carry = rem
 	return n, nil

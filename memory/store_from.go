@@ -11,7 +11,9 @@ package memory
 // Where r is Synthetic and a metadata chunk of src whose pages all follow
 // one rule is in set whole, the chunk is stored in one step, as a fill
 // stores it: a round of a guest filled in large runs costs microseconds a
-// gigabyte. r's other pages are stored one by one.
+// gigabyte. The other pages of a chunk of src are read under its lock
+// taken once and stored under r's taken once, where r is Synthetic; one by
+// one where it is not.
 //
 // On an error some pages may be stored and counted already.
 func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExplicit]int64, explicit *PageSet) error {
@@ -26,7 +28,9 @@ func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExp
 			set.Cap(), r.pages, explicit.Cap())
 	}
 	whole := r.chunksWhole(src)
+	batched := r.sp.kind == Synthetic && (r.window || !r.sp.hasWindows())
 	var from, to *pageRule // the last rule of src moved to r
+	var batch []pageEntry
 	for p := set.Next(0); p >= 0; {
 		if whole {
 			// The chunk of r must be as long: the last of src's space
@@ -43,6 +47,16 @@ func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExp
 				continue
 			}
 		}
+		if batched {
+			var err error
+			if batch, p, err = src.chunkStates(p, set, batch[:0], explicit); err != nil {
+				return err
+			}
+			if err := r.storeEntries(batch, counts); err != nil {
+				return err
+			}
+			continue
+		}
 		st, err := src.PageState(p)
 		if err != nil {
 			return err
@@ -56,6 +70,64 @@ func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExp
 			explicit.Add(p)
 		}
 		p = set.Next(p + 1)
+	}
+	return nil
+}
+
+// pageEntry is a page of a region, its class and its generation.
+type pageEntry struct {
+	p   int
+	c   Class
+	gen uint32
+}
+
+// chunkStates appends to dst the state of each generated page of set from
+// p to the end of p's metadata chunk of r, read under the chunk's lock
+// taken once, and adds the others to explicit. It returns the entries and
+// the next page of set after the chunk.
+func (r *Region) chunkStates(p int, set *PageSet, dst []pageEntry, explicit *PageSet) ([]pageEntry, int, error) {
+	sp := r.sp
+	abs := r.first + p
+	end := min(r.pages, (abs>>sp.metaShift+1)<<sp.metaShift-r.first)
+	l := sp.lock(abs)
+	l.RLock()
+	defer l.RUnlock()
+	if r.unmapped.Load() {
+		return dst, -1, ErrUnmapped
+	}
+	for ; p >= 0 && p < end; p = set.Next(p + 1) {
+		c, gen := sp.state(r.first + p)
+		if c.Generated() {
+			dst = append(dst, pageEntry{p, c, gen})
+		} else {
+			explicit.Add(p)
+		}
+	}
+	return dst, p, nil
+}
+
+// storeEntries stores each entry in r, Synthetic, a window or a root
+// without windows, as StoreGenerated does, under the locks of their range
+// taken once, and counts their classes.
+func (r *Region) storeEntries(es []pageEntry, counts *[ClassExplicit]int64) error {
+	if len(es) == 0 {
+		return nil
+	}
+	sp := r.sp
+	stripes := sp.stripesOf(r.first+es[0].p, es[len(es)-1].p-es[0].p+1)
+	stripes.lock(sp)
+	defer stripes.unlock(sp)
+	if r.unmapped.Load() {
+		return ErrUnmapped
+	}
+	for _, e := range es {
+		t := target{abs: r.first + e.p}
+		if r.window {
+			t.win = r
+		}
+		sp.setLocked(t, e.c, e.gen)
+		r.markLocked(t)
+		counts[e.c]++
 	}
 	return nil
 }
@@ -122,7 +194,7 @@ func (r *Region) setChunk(p, n int, u *pageRule, base uint32) error {
 // same pages of src: a mix's classes are keyed by page indices relative to
 // the region that filled them.
 func (u *pageRule) movedTo(src, r *Region) *pageRule {
-	if u.mix.Parts == nil || src.first == r.first {
+	if u.mix == nil || src.first == r.first {
 		return u
 	}
 	v := *u
@@ -132,7 +204,7 @@ func (u *pageRule) movedTo(src, r *Region) *pageRule {
 
 // count adds the classes of absolute pages [abs, abs+n) under u to counts.
 func (u *pageRule) count(abs, n int, counts *[ClassExplicit]int64) {
-	if u.mix.Parts == nil {
+	if u.mix == nil {
 		counts[u.class] += int64(n)
 		return
 	}
