@@ -33,8 +33,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Limits of a Region. They bound the metadata a Region allocates (about
-// five bytes a page) whatever a caller asks for.
+// Limits of a Region. They bound the metadata a Region allocates (at most
+// about six bytes a page) whatever a caller asks for.
 const (
 	// DefaultPageSize is the page size used when Config.PageSize is zero.
 	DefaultPageSize = 4096
@@ -58,6 +58,10 @@ type Config struct {
 	Kind Kind
 	// Seed keys the generated content of pages not inside a mapped window.
 	Seed uint64
+	// DirtyLogOff makes the root's dirty log start off, holding no memory
+	// until StartDirtyLog, for a region nobody collects from yet (a
+	// guest's memory outside migrations). Zero means on, from the start.
+	DirtyLogOff bool
 }
 
 // withDefaults returns c with zero fields set to their defaults and

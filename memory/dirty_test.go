@@ -231,3 +231,31 @@ func TestWriteIntoAllocatedPageDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestDirtyLogOff: a region made with its log off marks nothing until
+// StartDirtyLog, then logs as any other; StopDirtyLog drops what it held.
+func TestDirtyLogOff(t *testing.T) {
+	r, err := New(Config{SizeBytes: 1 << 20, Kind: Synthetic, DirtyLogOff: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set PageSet
+	if err := r.Fill(0, 10, ClassText); err != nil {
+		t.Fatal(err)
+	}
+	if r.DirtyLogging() || r.DirtyCount() != 0 || r.CollectDirty(&set) != 0 || r.log.bufs[0] != nil {
+		t.Fatalf("a log made off: logging %v, %d dirty", r.DirtyLogging(), r.DirtyCount())
+	}
+	r.StartDirtyLog()
+	if err := r.Fill(3, 2, ClassText); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.CollectDirty(&set); n != 2 || !set.Has(3) || !set.Has(4) {
+		t.Fatalf("after StartDirtyLog: %d collected, %v", n, set.AppendTo(nil))
+	}
+	_ = r.Fill(0, 1, ClassText)
+	r.StopDirtyLog()
+	if r.DirtyLogging() || r.DirtyCount() != 0 || r.log.bufs[0] != nil {
+		t.Fatal("StopDirtyLog kept its log")
+	}
+}

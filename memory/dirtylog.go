@@ -57,10 +57,12 @@ type dirtyLog struct {
 // branch): 1024 words are 65536 pages, 256 MiB of 4 KiB pages.
 const flipMinWords = 1024
 
-// newDirtyLog returns a log of pages pages, on.
-func newDirtyLog(pages int, locks []paddedRWMutex) *dirtyLog {
+// newDirtyLog returns a log of pages pages, on if on is set.
+func newDirtyLog(pages int, locks []paddedRWMutex, on bool) *dirtyLog {
 	l := &dirtyLog{pages: pages, locks: locks, flipMinWords: flipMinWords}
-	l.start()
+	if on {
+		l.start()
+	}
 	return l
 }
 

@@ -59,10 +59,14 @@
 // rewriting gigabytes of weights does, sets the rule and bumps the
 // generation of every page in one step, and a scrub returns it to its
 // initial state in one. Pages set alone (a write, a store, a fill of part
-// of the chunk) give the chunk five bytes a page, which the next fill of
-// the whole chunk gives back where its pages then again share a
-// generation. So a 64 GiB guest filled in runs costs a few megabytes of
-// metadata, its VM.Start and each rewrite microseconds to milliseconds;
+// of the chunk) give the chunk a byte a page while their generations stay
+// within 255 of the chunk's and their classes the rule's, as random
+// dirtying leaves them, and up to six bytes a page otherwise; the next
+// fill of the whole chunk gives that back where its pages then again share
+// a generation. Chunks are made 64 at a time, by the first write among
+// their pages, so memory never written costs eight bytes for 128 MiB. A
+// 64 GiB guest filled in runs costs a few megabytes of metadata, its
+// VM.Start and each rewrite microseconds to milliseconds;
 // StoreGeneratedFrom moves a round of such chunks between regions in a
 // step a chunk, as a Model-fidelity migration's destination stores it.
 //

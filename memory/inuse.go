@@ -46,7 +46,7 @@ func (r *Region) eachUsed(f func(first, n int)) error {
 			l.RUnlock()
 			return ErrUnmapped
 		}
-		switch ch := &sp.meta[k]; {
+		switch ch := sp.chunkAt(k); {
 		case sp.pristine(k):
 		case ch.per == nil && ch.base != 0:
 			f(p, end-p)

@@ -34,11 +34,26 @@ const (
 	knownChunkPages = 1 << knownChunkShift
 )
 
-// newKnownSums returns the known-sum table of a space: a slot for every
-// 128 pages (a sixteenth of a byte a page), whose chunk is made by the
-// first StorePage of a non-zero page among them.
-func newKnownSums(pages int) []atomic.Pointer[knownChunk] {
-	return make([]atomic.Pointer[knownChunk], (pages+knownChunkPages-1)>>knownChunkShift)
+// knownTable is the known-sum table of a space: a slot for every 128
+// pages (a sixteenth of a byte a page), whose chunk is made by the first
+// sum recorded among them. The table itself is made by the space's first
+// sum: a host's guests that never took part in a migration hold none.
+type knownTable []atomic.Pointer[knownChunk]
+
+// knownSlots returns the space's table, or, if it has none, a new one if
+// create is set, else nil.
+func (sp *space) knownSlots(create bool) knownTable {
+	if t := sp.known.Load(); t != nil {
+		return *t
+	}
+	if !create {
+		return nil
+	}
+	t := make(knownTable, (sp.pages+knownChunkPages-1)>>knownChunkShift)
+	if !sp.known.CompareAndSwap(nil, &t) {
+		return *sp.known.Load()
+	}
+	return t
 }
 
 // knownBit returns the ok word of page p in chunk k and p's bit in it.
@@ -49,7 +64,7 @@ func knownBit(k *knownChunk, p int) (*atomic.Uint64, uint64) {
 // recordSum records that page p hashes to sum. The caller holds p's lock
 // and read or stored the page's bytes under it.
 func (sp *space) recordSum(p int, sum uint64) {
-	slot := &sp.known[p>>knownChunkShift]
+	slot := &sp.knownSlots(true)[p>>knownChunkShift]
 	k := slot.Load()
 	if k == nil {
 		k = new(knownChunk)
@@ -67,7 +82,11 @@ func (sp *space) recordSum(p int, sum uint64) {
 // knownSum returns the sum recorded for page p, if it still holds. The
 // caller holds p's lock.
 func (sp *space) knownSum(p int) (uint64, bool) {
-	k := sp.known[p>>knownChunkShift].Load()
+	t := sp.knownSlots(false)
+	if t == nil {
+		return 0, false
+	}
+	k := t[p>>knownChunkShift].Load()
 	if k == nil {
 		return 0, false
 	}
@@ -101,7 +120,10 @@ func (sp *space) learnSum(p int, read []byte) {
 // forgetSum drops the sum recorded for page p. The caller changed the page
 // and holds its lock for writing.
 func (sp *space) forgetSum(p int) {
-	if k := sp.known[p>>knownChunkShift].Load(); k != nil {
+	if sp.knownChunks.Load() == 0 {
+		return
+	}
+	if k := sp.knownSlots(false)[p>>knownChunkShift].Load(); k != nil {
 		if w, bit := knownBit(k, p); w.Load()&bit != 0 {
 			w.And(^bit)
 		}
@@ -118,10 +140,11 @@ func (sp *space) forgetSums(first, n int) {
 	if sp.knownChunks.Load() == 0 {
 		return
 	}
+	t := sp.knownSlots(false)
 	for a := first; a < first+n; {
 		c := a >> knownChunkShift
 		end := min(first+n, (c+1)<<knownChunkShift)
-		slot := &sp.known[c]
+		slot := &t[c]
 		if k := slot.Load(); k != nil {
 			if end-a == knownChunkPages {
 				if slot.CompareAndSwap(k, nil) {

@@ -1,11 +1,21 @@
 package memory
 
+import "sync/atomic"
+
 // metaChunkShift is log2 of the pages whose class and generation one
 // metaChunk keeps: 512 pages, 2 MiB of 4 KiB pages, the pages of a sparse
 // chunk. A chunk costs 24 bytes while its pages follow one rule, so the
 // metadata of a 64 GiB guest filled in large runs is a few megabytes, not
 // the 80 MiB that five bytes a page would be.
 const metaChunkShift = 9
+
+// metaGroupShift is log2 of the chunks of a metaGroup: 64, 128 MiB of
+// 4 KiB pages. A group is made by the first write to one of its pages, so
+// the part of a guest's memory never written costs eight bytes a group.
+const metaGroupShift = 6
+
+// metaGroup is the chunks of 1<<metaGroupShift consecutive chunks.
+type metaGroup [1 << metaGroupShift]metaChunk
 
 // pageRule gives every page of a run its class: one class, or the class a
 // mix assigns each page for the seed and key of the region that filled it.
@@ -61,26 +71,86 @@ type metaChunk struct {
 	per  *chunkPages
 }
 
-// chunkPages is what the pages of a chunk hold beyond its rule and base,
-// one allocation of 2.5 KiB. Tests that make chunks smaller use the start
-// of each array.
+// chunkPages is what the pages of a chunk hold beyond its rule and base:
+// each page's generation minus base, modulo 2^32, in a byte while every
+// page's fits one (random dirtying leaves pages a few writes apart), else
+// in four; and, once a page's class differs from the rule's, each page's
+// own class. A chunk of pages rewritten at random with the rule's classes
+// costs half a kilobyte, not two and a half. Tests that make chunks
+// smaller use the start of each array.
 type chunkPages struct {
-	classes [1 << metaChunkShift]Class  // a page's class plus one, or 0: the rule's
-	delta   [1 << metaChunkShift]uint32 // a page's generation minus base, modulo 2^32
+	narrow  [1 << metaChunkShift]uint8
+	wide    *[1 << metaChunkShift]uint32 // if not nil, the deltas, and narrow is unused
+	classes *[1 << metaChunkShift]Class  // a page's class plus one, or 0: the rule's; nil: all the rule's
 }
 
-// newMeta returns the metadata of pages pages, all zero at generation 0.
-func newMeta(pages int, shift uint) []metaChunk {
-	m := make([]metaChunk, (pages+1<<shift-1)>>shift)
-	for i := range m {
-		m[i].rule = zeroRule
+func (pp *chunkPages) delta(i int) uint32 {
+	if pp.wide != nil {
+		return pp.wide[i]
 	}
-	return m
+	return uint32(pp.narrow[i])
 }
 
-// chunkOf returns the chunk of absolute page p and p's index in it.
-func (sp *space) chunkOf(p int) (*metaChunk, int) {
-	return &sp.meta[p>>sp.metaShift], p & (1<<sp.metaShift - 1)
+func (pp *chunkPages) setDelta(i int, d uint32) {
+	if pp.wide == nil {
+		if d <= 0xff {
+			pp.narrow[i] = uint8(d)
+			return
+		}
+		pp.wide = new([1 << metaChunkShift]uint32)
+		for j, x := range pp.narrow {
+			pp.wide[j] = uint32(x)
+		}
+	}
+	pp.wide[i] = d
+}
+
+// sameDelta reports whether the first n pages have one delta, and which.
+func (pp *chunkPages) sameDelta(n int) (uint32, bool) {
+	d := pp.delta(0)
+	for i := 1; i < n; i++ {
+		if pp.delta(i) != d {
+			return 0, false
+		}
+	}
+	return d, true
+}
+
+// newMeta returns the metadata of pages pages in chunks of 1<<shift
+// pages, all zero at generation 0: a slot for each group, none made.
+func newMeta(pages int, shift uint) []atomic.Pointer[metaGroup] {
+	chunks := (pages + 1<<shift - 1) >> shift
+	return make([]atomic.Pointer[metaGroup], (chunks+1<<metaGroupShift-1)>>metaGroupShift)
+}
+
+// chunkAt returns chunk k, or nil if no page of its group was ever
+// written: every page of it is then zero at generation 0. The caller holds
+// the chunk's lock.
+func (sp *space) chunkAt(k int) *metaChunk {
+	g := sp.meta[k>>metaGroupShift].Load()
+	if g == nil {
+		return nil
+	}
+	return &g[k&(1<<metaGroupShift-1)]
+}
+
+// writableChunk returns chunk k, making its group if it has none. The
+// caller holds the chunk's lock for writing; the chunks of a group have
+// different locks, so a group is installed with compare-and-swap, its
+// chunks in their initial state before anyone can see it.
+func (sp *space) writableChunk(k int) *metaChunk {
+	slot := &sp.meta[k>>metaGroupShift]
+	g := slot.Load()
+	if g == nil {
+		g = new(metaGroup)
+		for i := range g {
+			g[i].rule = zeroRule
+		}
+		if !slot.CompareAndSwap(nil, g) {
+			g = slot.Load()
+		}
+	}
+	return &g[k&(1<<metaGroupShift-1)]
 }
 
 // chunkPagesAt returns the number of pages of chunk k: 1<<metaShift but
@@ -92,36 +162,48 @@ func (sp *space) chunkPagesAt(k int) int {
 // state returns the class and generation of page p. The caller holds p's
 // lock.
 func (sp *space) state(p int) (Class, uint32) {
-	ch, i := sp.chunkOf(p)
+	ch, i := sp.chunkAt(p>>sp.metaShift), p&(1<<sp.metaShift-1)
+	if ch == nil {
+		return ClassZero, 0
+	}
 	if ch.per == nil {
 		return ch.rule.classOf(p), ch.base
 	}
-	c := ch.per.classes[i]
-	if c == 0 {
-		c = ch.rule.classOf(p) + 1
+	gen := ch.base + ch.per.delta(i)
+	if cs := ch.per.classes; cs != nil && cs[i] != 0 {
+		return cs[i] - 1, gen
 	}
-	return c - 1, ch.base + ch.per.delta[i]
+	return ch.rule.classOf(p), gen
 }
 
 // gen returns the generation of page p, without the class state works
 // out. The caller holds p's lock.
 func (sp *space) gen(p int) uint32 {
-	ch, i := sp.chunkOf(p)
+	ch, i := sp.chunkAt(p>>sp.metaShift), p&(1<<sp.metaShift-1)
+	if ch == nil {
+		return 0
+	}
 	if ch.per == nil {
 		return ch.base
 	}
-	return ch.base + ch.per.delta[i]
+	return ch.base + ch.per.delta(i)
 }
 
 // setState gives page p class c at generation gen. The caller holds p's
 // lock for writing.
 func (sp *space) setState(p int, c Class, gen uint32) {
-	ch, i := sp.chunkOf(p)
+	ch, i := sp.writableChunk(p>>sp.metaShift), p&(1<<sp.metaShift-1)
 	if ch.per == nil {
 		ch.per = new(chunkPages)
 	}
-	ch.per.classes[i] = c + 1
-	ch.per.delta[i] = gen - ch.base
+	ch.per.setDelta(i, gen-ch.base)
+	switch cs := ch.per.classes; {
+	case cs != nil:
+		cs[i] = c + 1
+	case c != ch.rule.classOf(p):
+		ch.per.classes = new([1 << metaChunkShift]Class)
+		ch.per.classes[i] = c + 1
+	}
 }
 
 // fillMeta gives pages [abs, abs+n) the classes of rule u and bumps their
@@ -133,7 +215,7 @@ func (sp *space) fillMeta(abs, n int, u *pageRule) {
 		k := a >> sp.metaShift
 		end := min(abs+n, (k+1)<<sp.metaShift)
 		if a == k<<sp.metaShift && end-a == sp.chunkPagesAt(k) {
-			sp.meta[k].fill(u, sp.chunkPagesAt(k))
+			sp.writableChunk(k).fill(u, sp.chunkPagesAt(k))
 		} else {
 			for q := a; q < end; q++ {
 				sp.setState(q, u.classOf(q), sp.gen(q)+1)
@@ -152,15 +234,11 @@ func (ch *metaChunk) fill(u *pageRule, n int) {
 	if ch.per == nil {
 		return
 	}
-	clear(ch.per.classes[:n])
-	d := ch.per.delta[0]
-	for _, x := range ch.per.delta[:n] {
-		if x != d {
-			return
-		}
+	ch.per.classes = nil
+	if d, ok := ch.per.sameDelta(n); ok {
+		ch.base += d
+		ch.per = nil
 	}
-	ch.base += d
-	ch.per = nil
 }
 
 // resetMeta returns pages [abs, abs+n) to zero at generation 0. The caller
@@ -170,7 +248,9 @@ func (sp *space) resetMeta(abs, n int) {
 		k := a >> sp.metaShift
 		end := min(abs+n, (k+1)<<sp.metaShift)
 		if a == k<<sp.metaShift && end-a == sp.chunkPagesAt(k) {
-			sp.meta[k] = metaChunk{rule: zeroRule}
+			if ch := sp.chunkAt(k); ch != nil {
+				*ch = metaChunk{rule: zeroRule}
+			}
 		} else {
 			for q := a; q < end; q++ {
 				sp.setState(q, ClassZero, 0)
@@ -184,6 +264,6 @@ func (sp *space) resetMeta(abs, n int) {
 // zero at generation 0, without looking at each. The caller holds the
 // chunk's lock.
 func (sp *space) pristine(k int) bool {
-	ch := &sp.meta[k]
-	return ch.per == nil && ch.rule == zeroRule && ch.base == 0
+	ch := sp.chunkAt(k)
+	return ch == nil || ch.per == nil && ch.rule == zeroRule && ch.base == 0
 }

@@ -22,14 +22,15 @@ type Region struct {
 	unmapped atomic.Bool
 }
 
-// New returns a root Region, all zero, with dirty logging on.
+// New returns a root Region, all zero, with dirty logging on unless
+// cfg.DirtyLogOff.
 func New(cfg Config) (*Region, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	sp := newSpace(cfg)
-	r := &Region{sp: sp, pages: sp.pages, seed: cfg.Seed, log: newDirtyLog(sp.pages, sp.locks)}
+	r := &Region{sp: sp, pages: sp.pages, seed: cfg.Seed, log: newDirtyLog(sp.pages, sp.locks, !cfg.DirtyLogOff)}
 	sp.root = r
 	return r, nil
 }
@@ -60,7 +61,7 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 		return nil, ErrOverlap
 	}
 	sp.scrub(firstPage, pages)
-	w := &Region{sp: sp, first: firstPage, pages: pages, seed: seed, log: newDirtyLog(pages, sp.locks), window: true}
+	w := &Region{sp: sp, first: firstPage, pages: pages, seed: seed, log: newDirtyLog(pages, sp.locks, true), window: true}
 	next := make([]*Region, 0, len(list)+1)
 	next = append(append(append(next, list[:i]...), w), list[i:]...)
 	sp.windows.Store(&next)
@@ -134,8 +135,9 @@ func (r *Region) Seed() uint64 { return r.seed }
 // ResidentBytes returns the page memory the root's backing holds, for r
 // and every window of its root alike: the whole space for Dense, the pages
 // that hold bytes for Sparse and Synthetic. Not counted: metadata (24
-// bytes a chunk of 512 pages, up to five bytes a page more for pages set
-// one by one), the dirty logs, the digest cache (see Digest), freed pages waiting
+// bytes a chunk of 512 pages written, a byte to six bytes a page more for
+// pages set one by one: see the package documentation), the dirty logs,
+// the digest cache (see Digest), freed pages waiting
 // in the Sparse pool, and the fresh pages of a Sparse backing's last slab
 // not handed out yet (fewer than 128, all zero); a slab's memory is
 // returned to the garbage collector only once none of its pages is held,

@@ -38,7 +38,7 @@ type space struct {
 	kind      Kind
 	seed      uint64
 	back      backing
-	meta      []metaChunk
+	meta      []atomic.Pointer[metaGroup]
 	metaShift uint // log2 of a metaChunk's pages: metaChunkShift, lowered by tests
 	locks     []paddedRWMutex
 	root      *Region
@@ -50,8 +50,8 @@ type space struct {
 
 	bulkFillMin int // bulkFillMinPages, but lowered by tests so that small regions take the bulk path
 
-	digest atomic.Pointer[digestCache]  // made by the first digest: see digestcache.go
-	known  []atomic.Pointer[knownChunk] // sums StorePage and ReadPage recorded, by 128 pages: see knownsum.go
+	digest atomic.Pointer[digestCache] // made by the first digest: see digestcache.go
+	known  atomic.Pointer[knownTable]  // sums StorePage and ReadPage recorded, by 128 pages: see knownsum.go
 	// knownChunks counts the chunks of known that are not nil.
 	knownChunks atomic.Int64
 }
@@ -71,7 +71,6 @@ func newSpace(cfg Config) *space {
 		meta:      newMeta(pages, metaChunkShift),
 		metaShift: metaChunkShift,
 		locks:     make([]paddedRWMutex, lockStripes),
-		known:     newKnownSums(pages),
 
 		bulkFillMin: bulkFillMinPages,
 	}

@@ -157,8 +157,13 @@ func (r *Region) uniformChunkAt(p int, set *PageSet) (n int, u *pageRule, base u
 	l := sp.lock(abs)
 	l.RLock()
 	defer l.RUnlock()
-	ch := &sp.meta[k]
-	if ch.per != nil || r.unmapped.Load() {
+	ch := sp.chunkAt(k)
+	switch {
+	case r.unmapped.Load():
+		return 0, nil, 0, false
+	case ch == nil:
+		return n, zeroRule, 0, true
+	case ch.per != nil:
 		return 0, nil, 0, false
 	}
 	return n, ch.rule, ch.base, true
@@ -178,7 +183,7 @@ func (r *Region) setChunk(p, n int, u *pageRule, base uint32) error {
 		return ErrUnmapped
 	}
 	sp.back.releaseRange(abs, abs+n)
-	sp.meta[abs>>sp.metaShift] = metaChunk{rule: u, base: base}
+	*sp.writableChunk(abs >> sp.metaShift) = metaChunk{rule: u, base: base}
 	sp.root.log.markRange(abs, n)
 	if r.window {
 		r.log.markRange(p, n)

@@ -41,13 +41,13 @@ func newGPU(h *Host, index int) (*GPU, error) {
 	fb, err := memory.New(memory.Config{
 		SizeBytes: cfg.GPU.FramebufferBytes, PageSize: cfg.FramebufferPageSize,
 		Kind: cfg.Memory, Seed: derive(cfg.Seed, seedGPU<<32|uint64(index)),
+		// A migration collects the dirty pages of each vGPU's window,
+		// never those of the whole framebuffer.
+		DirtyLogOff: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: GPU %d framebuffer: %w", ErrConfig, index, err)
 	}
-	// A migration collects the dirty pages of each vGPU's window, never
-	// those of the whole framebuffer.
-	fb.StopDirtyLog()
 	sc := cfg.Sched
 	sc.Start = cfg.Start
 	s, err := sched.New(sc)

@@ -104,11 +104,10 @@ func (h *Host) build(spec VMSpec, incoming bool) (*VM, error) {
 		return nil, err
 	}
 	ram, err := memory.New(memory.Config{SizeBytes: spec.RAMBytes, PageSize: h.cfg.RAMPageSize,
-		Kind: h.cfg.Memory, Seed: derive(spec.Seed, seedRAM)})
+		Kind: h.cfg.Memory, Seed: derive(spec.Seed, seedRAM), DirtyLogOff: true}) // off but while migrating: see VM
 	if err != nil {
 		return nil, fmt.Errorf("%w: VM %q guest memory: %w", ErrConfig, spec.ID, err)
 	}
-	ram.StopDirtyLog() // off but while migrating: see VM
 	vm := &VM{host: h, id: spec.ID, seed: spec.Seed, state: VMCreated, ram: ram,
 		ramBytes: spec.RAMBytes, footprint: spec.RAMFootprintBytes, passthrough: spec.Passthrough}
 	vm.env.vm = vm
