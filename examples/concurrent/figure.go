@@ -44,8 +44,8 @@ func buildFigure(p params, rows []row) figure.Figure {
 			X:     profiles,
 			Y:     figure.Axis{Label: "stun time", Unit: "s"},
 			Series: []figure.Series{
-				bars(n+" concurrent", func(g group) time.Duration { return g.concurrentMaxStun }, time.Second),
-				bars("one by one", func(g group) time.Duration { return g.oneByOneMaxStun }, time.Second),
+				bars(n+" concurrent", func(g group) time.Duration { return g.concurrentStun.Max }, time.Second),
+				bars("one by one", func(g group) time.Duration { return g.oneByOneStun.Max }, time.Second),
 			},
 			HLines: []figure.HLine{{Y: 1, Label: "1 s standard"}},
 		}, {

@@ -7,7 +7,8 @@
 // It prints, for every VM, its stun and total time in each schedule and
 // its workload's throughput and latency over the second before its
 // migration, during it and over the second after; then, per profile, how
-// long the six took in all either way. The workload is by default the
+// long the six took in all either way and their stuns' median and longest
+// (migrate.Summarize). The workload is by default the
 // blog post's SPECapc, an interactive CAD application rendering frames
 // (-workload inference serves Inception V3 instead), filling the
 // profile's whole usable framebuffer.

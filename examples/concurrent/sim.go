@@ -78,6 +78,10 @@ type row struct {
 	// requests held up by the stun show after the migration's end, when
 	// the resumed VM serves them.
 	before, during, after vgpu.Metrics
+
+	// report is the migration's whole report, which summarize sums up
+	// with migrate.Summarize.
+	report *migrate.Report
 }
 
 // simulate migrates, for each profile and mode, a group of VMs both ways:
@@ -167,6 +171,7 @@ func migrateGroup(p params, prof vgpu.Profile, mode migrate.Mode, sched string) 
 			start: rep.Start - first, end: rep.End - first,
 			stun: rep.Stun, total: rep.Total, rounds: len(rep.Rounds), wireBytes: rep.WireBytes,
 			meets: rep.MeetsStandard(), before: rep.Before, during: rep.During, after: rep.After,
+			report: rep,
 		})
 	}
 	return rows, nil

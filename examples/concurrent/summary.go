@@ -21,10 +21,10 @@ type group struct {
 	// each VM's concurrent total time to its time alone.
 	concurrentMaxTotal, aloneMaxTotal time.Duration
 	minSlowdown, maxSlowdown          float64
-	// The longest stun of each schedule, and whether every stun of both
-	// met the 1 s standard.
-	concurrentMaxStun, oneByOneMaxStun time.Duration
-	allMeet                            bool
+	// The stun's percentiles in each schedule (migrate.Summarize), and
+	// whether every stun of both met the 1 s standard.
+	concurrentStun, oneByOneStun migrate.StunPercentiles
+	allMeet                      bool
 	// The workload's p99 latency, the worst over the VMs, before the
 	// concurrent migrations, during them and after; its throughput,
 	// summed over the VMs, before and during.
@@ -36,7 +36,8 @@ type group struct {
 func summarize(rows []row) []group {
 	var gs []group
 	index := map[string]int{}
-	alone := map[string]time.Duration{} // total time alone, by profile, mode and VM
+	reports := map[string][]*migrate.Report{} // by profile, mode and schedule
+	alone := map[string]time.Duration{}       // total time alone, by profile, mode and VM
 	key := func(r row) string { return r.profile + "/" + r.mode.String() }
 	for _, r := range rows {
 		if r.schedule == oneByOne {
@@ -52,16 +53,15 @@ func summarize(rows []row) []group {
 		}
 		g := &gs[i]
 		g.allMeet = g.allMeet && r.meets
+		reports[key(r)+"/"+r.schedule] = append(reports[key(r)+"/"+r.schedule], r.report)
 		if r.schedule == oneByOne {
 			g.oneByOneMakespan = max(g.oneByOneMakespan, r.end)
 			g.aloneMaxTotal = max(g.aloneMaxTotal, r.total)
-			g.oneByOneMaxStun = max(g.oneByOneMaxStun, r.stun)
 			continue
 		}
 		g.vms++
 		g.concurrentMakespan = max(g.concurrentMakespan, r.end)
 		g.concurrentMaxTotal = max(g.concurrentMaxTotal, r.total)
-		g.concurrentMaxStun = max(g.concurrentMaxStun, r.stun)
 		if a := alone[key(r)+"/"+r.vm]; a > 0 {
 			s := r.total.Seconds() / a.Seconds()
 			if g.vms == 1 || s < g.minSlowdown {
@@ -74,6 +74,12 @@ func summarize(rows []row) []group {
 		g.afterP99 = max(g.afterP99, r.after.LatencyP99)
 		g.beforePerSec += r.before.ThroughputPerSec
 		g.duringPerSec += r.during.ThroughputPerSec
+	}
+	for i := range gs {
+		g := &gs[i]
+		k := g.profile + "/" + g.mode.String()
+		g.concurrentStun = migrate.Summarize(reports[k+"/"+concurrent]).Stun
+		g.oneByOneStun = migrate.Summarize(reports[k+"/"+oneByOne]).Stun
 	}
 	return gs
 }
@@ -97,8 +103,8 @@ func writeSummary(w io.Writer, p params, gs []group) error {
 		if !g.allMeet {
 			meets = "not every stun met vMotion's 1 s standard"
 		}
-		fmt.Fprintf(w, "  Longest stun %.3f s concurrent, %.3f s one by one; %s.\n",
-			g.concurrentMaxStun.Seconds(), g.oneByOneMaxStun.Seconds(), meets)
+		fmt.Fprintf(w, "  Stun median %.3f s, longest %.3f s concurrent; %.3f s, %.3f s one by one; %s.\n",
+			g.concurrentStun.P50.Seconds(), g.concurrentStun.Max.Seconds(), g.oneByOneStun.P50.Seconds(), g.oneByOneStun.Max.Seconds(), meets)
 		fmt.Fprintf(w, "  Concurrent: worst p99 latency %.1f ms before, %.1f ms during, %.1f ms after; %.1f %s/s before, %.1f during (all VMs).\n",
 			float64(g.beforeP99)/1e6, float64(g.duringP99)/1e6, float64(g.afterP99)/1e6, g.beforePerSec, item, g.duringPerSec)
 	}
