@@ -245,9 +245,9 @@ func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
 // by StorePage or StoreGenerated, page t's bytes, of class c at generation
 // gen, and records their sum. Only the swap is made under p's lock: the
 // workers of a migration's destination each store the pages of a batch in
-// turn, which are pages of every lock stripe, and a worker that held a
-// lock while it copied, generated or hashed a page held up the others
-// behind it. bp is the caller's alone until the swap, so the sum recorded
+// turn, whose neighbours share a lock stripe (a stripe a chunk of 512
+// pages), and a worker that held a lock while it copied, generated or
+// hashed a page held up the others behind it. bp is the caller's alone until the swap, so the sum recorded
 // is that of the bytes stored, whatever the caller does with its data.
 func (r *Region) install(t target, sb *sparseBacking, bp *[]byte, c Class, gen uint32) error {
 	sum := xxhash.Sum64(*bp)

@@ -107,8 +107,9 @@ func (sp *space) changed(p int) {
 }
 
 // changedRange is changed for pages [first, first+n), called once they
-// have all changed, with no lock held: a scrub marks a word of pages at a
-// time instead of a page at a time.
+// have all changed: by a fill or a stored chunk under the pages' locks, by
+// a scrub, whose pages are zero, with none held. It marks a word of pages
+// at a time instead of a page at a time.
 func (sp *space) changedRange(first, n int) {
 	sp.forgetSums(first, n)
 	c := sp.digest.Load()

@@ -27,7 +27,8 @@ func (r *Region) CollectDirty(dst *PageSet) int {
 func (r *Region) DirtyCount() int { return r.log.count() }
 
 // StartDirtyLog clears r's dirty log and turns logging on. A new Region
-// logs from the start.
+// logs from the start unless made with Config.DirtyLogOff; a new window
+// does.
 func (r *Region) StartDirtyLog() { r.log.start() }
 
 // StopDirtyLog turns logging off and clears the log: writes then mark

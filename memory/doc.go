@@ -72,8 +72,8 @@
 //
 // # Dirty logging
 //
-// Every change to a page marks it in the dirty log of its root and of its
-// window. CollectDirty takes the marked pages into a reusable PageSet and
+// Every change to a page marks it in the dirty logs of its root and of its
+// window, those that are on. CollectDirty takes the marked pages into a reusable PageSet and
 // clears them; a write that races a collect is reported by that collect or
 // the next, never lost. The log is a pair of bitmaps of 64-bit words:
 // writers set bits in one with atomic OR, under their page's lock; a
@@ -105,8 +105,8 @@
 //
 // In a Sparse region a page is stored in a fresh page buffer, filled and
 // hashed before the page's lock is taken and swapped in under it, so that
-// the many goroutines of a destination storing pages of every lock stripe
-// in turn do not wait on one another.
+// the many goroutines of a destination storing pages of neighbouring
+// batches, which share lock stripes, do not wait on one another.
 //
 // # Write patterns
 //

@@ -15,11 +15,12 @@ import (
 // hashing over the copy's workers and keeps it out of the stun.
 //
 // A sum is recorded under the page's lock, read (ReadPage) or write
-// (StorePage), and dropped under its write lock when the page changes; so
-// any sum that holds while a page's lock is held is the sum of its bytes,
-// and two readers recording at once record the same value. sums and ok are
-// atomic because readers share a lock and ok's bits belong to pages of 64
-// different locks.
+// (StorePage), and dropped under its write lock when the page changes, or,
+// for a scrub (which leaves the page zero, whose sum no digest reads),
+// after; so any sum that holds while a page's lock is held is the sum of
+// its bytes, and two readers recording at once record the same value. sums
+// and ok are atomic because readers share a lock, and because the pages of
+// a chunk may have different locks (tests make metadata chunks smaller).
 type knownChunk struct {
 	ok   [knownChunkPages / 64]atomic.Uint64
 	sums [knownChunkPages]atomic.Uint64
@@ -68,9 +69,12 @@ func (sp *space) recordSum(p int, sum uint64) {
 	k := slot.Load()
 	if k == nil {
 		k = new(knownChunk)
-		if slot.CompareAndSwap(nil, k) {
-			sp.knownChunks.Add(1)
-		} else {
+		// Counted before it is installed, so that the count is never
+		// below the chunks installed: a zero count lets forgetSums look
+		// at none.
+		sp.knownChunks.Add(1)
+		if !slot.CompareAndSwap(nil, k) {
+			sp.knownChunks.Add(-1)
 			k = slot.Load()
 		}
 	}

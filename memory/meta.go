@@ -1,6 +1,9 @@
 package memory
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // metaChunkShift is log2 of the pages whose class and generation one
 // metaChunk keeps: 512 pages, 2 MiB of 4 KiB pages, the pages of a sparse
@@ -45,6 +48,9 @@ func ruleOf(c Class, m Mix, seed uint64, first int) *pageRule {
 	if m.Parts == nil {
 		return &classRules[c]
 	}
+	// The rule keeps a copy of the parts: the pages' classes are worked
+	// out when they are read, and the caller may change its Mix after.
+	m.Parts = slices.Clone(m.Parts)
 	k := m.picker(seed)
 	return &pageRule{mix: &k, keyOff: first}
 }

@@ -41,3 +41,30 @@ func TestStripesOf(t *testing.T) {
 		}
 	}
 }
+
+// A fill's classes are the mix's at the fill: changing the Mix after does
+// not change the pages, though a chunk works its pages' classes out only
+// when they are read.
+func TestFillKeepsItsMix(t *testing.T) {
+	r, err := New(Config{SizeBytes: 4096 * 64, PageSize: 64, Kind: Synthetic, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := MixRealistic()
+	if err := r.FillMix(0, r.Pages(), m); err != nil {
+		t.Fatal(err)
+	}
+	var before []PageState
+	for p := range r.Pages() {
+		st, _ := r.PageState(p)
+		before = append(before, st)
+	}
+	for i := range m.Parts {
+		m.Parts[i].Class = ClassRandom
+	}
+	for p := range r.Pages() {
+		if st, _ := r.PageState(p); st != before[p] {
+			t.Fatalf("page %d: %v after the caller changed its mix, %v before", p, st, before[p])
+		}
+	}
+}

@@ -135,8 +135,9 @@ func (r *Region) Seed() uint64 { return r.seed }
 // ResidentBytes returns the page memory the root's backing holds, for r
 // and every window of its root alike: the whole space for Dense, the pages
 // that hold bytes for Sparse and Synthetic. Not counted: metadata (24
-// bytes a chunk of 512 pages written, a byte to six bytes a page more for
-// pages set one by one: see the package documentation), the dirty logs,
+// bytes a chunk of 512 pages, made 64 chunks at a time by the first write
+// among their pages, and a byte to six bytes a page more for pages set one
+// by one: see the package documentation), the dirty logs,
 // the digest cache (see Digest), freed pages waiting
 // in the Sparse pool, and the fresh pages of a Sparse backing's last slab
 // not handed out yet (fewer than 128, all zero); a slab's memory is

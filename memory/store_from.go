@@ -8,12 +8,14 @@ package memory
 // as a Model-fidelity migration's does. src and r must have the same
 // number of pages of the same size; set and explicit hold pages of them.
 //
-// Where r is Synthetic and a metadata chunk of src whose pages all follow
-// one rule is in set whole, the chunk is stored in one step, as a fill
-// stores it: a round of a guest filled in large runs costs microseconds a
-// gigabyte. The other pages of a chunk of src are read under its lock
-// taken once and stored under r's taken once, where r is Synthetic; one by
-// one where it is not.
+// Where r is Synthetic and a window or a root without windows (so that
+// every page of it takes r's seed), the pages of a chunk of src are read
+// under its lock taken once and stored under r's locks taken once; a
+// chunk of src whose pages all follow one rule and that is in set whole
+// is stored in one step, as a fill stores it, where besides src is a
+// window or a root without windows of another space and the two regions'
+// chunks line up: a round of a guest filled in large runs then costs
+// microseconds a gigabyte. Otherwise pages are stored one by one.
 //
 // On an error some pages may be stored and counted already.
 func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExplicit]int64, explicit *PageSet) error {
@@ -183,7 +185,11 @@ func (r *Region) setChunk(p, n int, u *pageRule, base uint32) error {
 		return ErrUnmapped
 	}
 	sp.back.releaseRange(abs, abs+n)
-	*sp.writableChunk(abs >> sp.metaShift) = metaChunk{rule: u, base: base}
+	if k := abs >> sp.metaShift; u != zeroRule || base != 0 || sp.chunkAt(k) != nil {
+		// Pages in their initial state stored into a group never
+		// written leave it unmade.
+		*sp.writableChunk(k) = metaChunk{rule: u, base: base}
+	}
 	sp.root.log.markRange(abs, n)
 	if r.window {
 		r.log.markRange(p, n)
