@@ -35,7 +35,7 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 		}
 		return nil
 	}
-	rule := ruleOf(c, m, r.seed, r.first)
+	rule := r.ruleFor(c, m)
 	sp := r.sp
 	abs := r.first + first
 	stripes := sp.stripesOf(abs, n)
@@ -74,10 +74,7 @@ func (r *Region) fillEach(pages []int, m Mix) error {
 		}
 		return nil
 	}
-	rule := ruleOf(m.Parts[0].Class, m, r.seed, r.first)
-	if len(m.Parts) == 1 {
-		rule = ruleOf(m.Parts[0].Class, Mix{}, 0, 0)
-	}
+	rule := r.ruleFor(0, m)
 	stripes.lock(sp)
 	defer stripes.unlock(sp)
 	if r.unmapped.Load() {
@@ -94,6 +91,25 @@ func (r *Region) fillEach(pages []int, m Mix) error {
 		r.markLocked(t)
 	}
 	return nil
+}
+
+// ruleFor returns the rule of a fill of r with class c, or, if m has
+// parts, with m: the last rule made for r where m's parts are its, so
+// that a workload filling its buffers with one mix again and again, or a
+// pattern writing batches of pages, makes its rule once.
+func (r *Region) ruleFor(c Class, m Mix) *pageRule {
+	if len(m.Parts) == 1 {
+		c, m.Parts = m.Parts[0].Class, nil
+	}
+	if m.Parts == nil {
+		return ruleOf(c, m, 0, 0)
+	}
+	if u := r.lastRule.Load(); u != nil && slices.Equal(u.mix.parts, m.Parts) {
+		return u
+	}
+	u := ruleOf(c, m, r.seed, r.first)
+	r.lastRule.Store(u)
+	return u
 }
 
 // stripeSpans are the lock stripes of a range of pages, as two runs of

@@ -20,6 +20,7 @@ type Region struct {
 	log      *dirtyLog
 	window   bool
 	unmapped atomic.Bool
+	lastRule atomic.Pointer[pageRule] // see ruleFor
 }
 
 // New returns a root Region, all zero, with dirty logging on unless
