@@ -132,7 +132,8 @@ func (r *Region) Fill(first, n int, c Class) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	return r.fill(first, n, c, Mix{})
+	_, err := r.fill(first, n, c, Mix{})
+	return err
 }
 
 // FillMix is Fill with each page's class chosen by m for r's seed.
@@ -143,7 +144,8 @@ func (r *Region) FillMix(first, n int, m Mix) error {
 	if err := r.checkPages("fill", first, n); err != nil {
 		return err
 	}
-	return r.fill(first, n, 0, m)
+	_, err := r.fill(first, n, 0, m)
+	return err
 }
 
 func (r *Region) fillPage(p int, c Class) error {

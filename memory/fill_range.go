@@ -12,14 +12,15 @@ const bulkFillMinPages = 64
 
 // fill gives pages [first, first+n) of r, already checked, class c, or,
 // with a mix m (Parts not nil), the class m assigns each (by r's seed and
-// its index in r), and bumps their generations. A Synthetic region's fill
+// its index in r), and bumps their generations; it returns the pages it
+// filled, all of them but where it failed. A Synthetic region's fill
 // of many pages, in a window or in a root without windows, is one
 // operation under the locks of its chunks: each metadata chunk the range covers
 // whole takes one step (see metaChunk), and the dirty logs, the digest
 // cache's stale bits and the recorded sums are marked a word of 64 pages
 // at a time. A workload that rewrites gigabytes of framebuffer every
 // training iteration then costs microseconds an iteration.
-func (r *Region) fill(first, n int, c Class, m Mix) error {
+func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
 	if len(m.Parts) == 1 {
 		c, m.Parts = m.Parts[0].Class, nil
 	}
@@ -30,10 +31,10 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 				pc = m.ClassOf(r.seed, uint64(p))
 			}
 			if err := r.fillPage(p, pc); err != nil {
-				return err
+				return p - first, err
 			}
 		}
-		return nil
+		return n, nil
 	}
 	rule := r.ruleFor(c, m)
 	sp := r.sp
@@ -42,7 +43,7 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 	stripes.lock(sp)
 	defer stripes.unlock(sp)
 	if r.unmapped.Load() {
-		return ErrUnmapped
+		return 0, ErrUnmapped
 	}
 	sp.back.releaseRange(abs, abs+n) // a Synthetic region's explicit bytes, which the fill replaces
 	sp.fillMeta(abs, n, rule)
@@ -51,34 +52,35 @@ func (r *Region) fill(first, n int, c Class, m Mix) error {
 	if r.window {
 		r.log.markRange(first, n)
 	}
-	return nil
+	return n, nil
 }
 
 // fillEach fills each of pages of r (checked, each in r), once for each
 // time it is listed, with the class m, which is valid, assigns it for r's
-// seed, as fill does page by page. A Synthetic region's batch, in a window
+// seed, as fill does page by page, and returns the pages it filled, all
+// of them but where it failed. A Synthetic region's batch, in a window
 // or a root without windows, is written under the locks of its range
 // taken once, where they are no more than its pages, not a lock a page.
-func (r *Region) fillEach(pages []int, m Mix) error {
+func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 	if len(pages) == 0 {
-		return nil
+		return 0, nil
 	}
 	lo, hi := slices.Min(pages), slices.Max(pages)
 	sp := r.sp
 	stripes := sp.stripesOf(r.first+lo, hi-lo+1)
 	if stripes.count() > len(pages) || sp.storesGenerated() || !r.window && sp.hasWindows() {
-		for _, p := range pages {
+		for i, p := range pages {
 			if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
-				return err
+				return i, err
 			}
 		}
-		return nil
+		return len(pages), nil
 	}
 	rule := r.ruleFor(0, m)
 	stripes.lock(sp)
 	defer stripes.unlock(sp)
 	if r.unmapped.Load() {
-		return ErrUnmapped
+		return 0, ErrUnmapped
 	}
 	for _, p := range pages {
 		t := target{abs: r.first + p, win: r}
@@ -90,7 +92,7 @@ func (r *Region) fillEach(pages []int, m Mix) error {
 		sp.changed(t.abs)
 		r.markLocked(t)
 	}
-	return nil
+	return len(pages), nil
 }
 
 // ruleFor returns the rule of a fill of r with class c, or, if m has

@@ -58,7 +58,8 @@ func TestChunkLocksUnderLoad(t *testing.T) {
 			for i := range batch {
 				batch[i] = int(uniform(rng.next(), pages))
 			}
-			fail(r.fillEach(batch, MixRealistic()))
+			_, err := r.fillEach(batch, MixRealistic())
+			fail(err)
 		}
 	})
 	wg.Go(func() {

@@ -212,8 +212,9 @@ func (p *Pattern) advanceEach(n int64, rem uint64) (int64, error) {
 		for range k {
 			p.batch = append(p.batch, p.cfg.FirstPage+p.nextPage())
 		}
-		if err := p.r.fillEach(p.batch, p.cfg.Mix); err != nil {
-			return done, err
+		if n, err := p.r.fillEach(p.batch, p.cfg.Mix); err != nil {
+			p.written += int64(n)
+			return done + int64(n), err
 		}
 		done += int64(k)
 		p.written += int64(k)
@@ -228,8 +229,10 @@ func (p *Pattern) advanceEach(n int64, rem uint64) (int64, error) {
 func (p *Pattern) advanceRuns(n int64, rem uint64) (int64, error) {
 	for done := int64(0); done < n; {
 		k := int(min(n-done, int64(p.cfg.Pages-p.cursor)))
-		if err := p.r.fill(p.cfg.FirstPage+p.cursor, k, 0, p.cfg.Mix); err != nil {
-			return done, err
+		if n, err := p.r.fill(p.cfg.FirstPage+p.cursor, k, 0, p.cfg.Mix); err != nil {
+			p.written += int64(n)
+			p.cursor += n // where the next write goes, as page by page
+			return done + int64(n), err
 		}
 		done += int64(k)
 		p.written += int64(k)
