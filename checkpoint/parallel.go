@@ -247,10 +247,12 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 				if earlier := s.drain(); earlier != nil && (!stopped(earlier) || stopped(err)) {
 					err = earlier
 				}
-				if stopped(err) && parent.Err() == nil {
+				if stopped(err) && p.isStopped() && parent.Err() == nil {
 					// Stopped by a failure elsewhere, which the
 					// failed batch's stream reports: the cancel
-					// it caused is not the cause.
+					// it caused is not the cause. (A reader's own
+					// error that wraps a cancellation, before any
+					// stop, is a failure like any other.)
 					return nil
 				}
 				p.fail(err, cancel)
@@ -285,6 +287,13 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	}
 	p.state = verified
 	return nil
+}
+
+// isStopped reports whether stop was called.
+func (p *ParallelApplier) isStopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
 }
 
 // stopped reports whether err says only that the applier was stopped: a

@@ -556,3 +556,53 @@ func TestParallelHoldsInFlight(t *testing.T) {
 		t.Fatalf("%d batch results made for %d batches, %d in flight", n, set.Len(), inFlight)
 	}
 }
+
+// cancelingReader reads r until n bytes are left, then fails with an error
+// of the caller's own that wraps context.Canceled.
+type cancelingReader struct {
+	r    *bytes.Reader
+	left int
+}
+
+func (c *cancelingReader) Read(p []byte) (int, error) {
+	if c.r.Len() <= c.left {
+		return 0, fmt.Errorf("the peer went away: %w", context.Canceled)
+	}
+	return c.r.Read(p[:min(len(p), c.r.Len()-c.left)])
+}
+
+// TestParallelReaderCanceled: a stream's reader failing with an error that
+// wraps a cancellation, before anything stopped the applier, fails Run,
+// for one stream and for several: it is not taken for the stop another
+// failure caused.
+func TestParallelReaderCanceled(t *testing.T) {
+	for _, k := range []int{1, 2} {
+		streams, dst := parallelFixture(t, k)
+		var ss []ParallelStream
+		for i, s := range streams {
+			var r io.Reader = bytes.NewReader(s)
+			if i == 0 {
+				r = &cancelingReader{r: bytes.NewReader(s), left: 2 * len(s) / 3}
+			}
+			ss = append(ss, ParallelStream{R: r})
+		}
+		pa, err := NewParallelApplier(ss, ReaderOptions{}, []RegionRef{{0, dst}}, ParallelOptions{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- pa.Run(context.Background()) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%d streams: Run returned %v, want the reader's error", k, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d streams: Run did not return", k)
+		}
+		if pa.Commit() == nil {
+			t.Errorf("%d streams: Commit after a failed stream", k)
+		}
+		pa.Close()
+	}
+}

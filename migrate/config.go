@@ -3,6 +3,7 @@ package migrate
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -138,7 +139,8 @@ type Config struct {
 	// flow gets the max-min fair rate of the whole path (Sim). The path's
 	// latency is the sum of its links', its nominal goodput, from which
 	// stun estimates and CodecAuto start, the least of theirs. Nil means
-	// Link alone.
+	// Link alone; Link takes its default (GbE10) whether Via is set or
+	// not. The migration keeps a copy.
 	Via []Link
 	// Costs are the fixed stun costs; zero means PreCopyCosts in PreCopy
 	// mode and Legacy67U1Costs in Legacy mode.
@@ -221,6 +223,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MetricsWindow < 0:
 		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
 	}
+	c.Via = slices.Clone(c.Via) // the caller's slice is the caller's to change
 	for i, l := range c.route() {
 		if err := l.validate(); err != nil {
 			return c, err
@@ -234,6 +237,18 @@ func (c Config) withDefaults() (Config, error) {
 
 // route returns the links the stream crosses: Link, then Via.
 func (c Config) route() []Link { return append([]Link{c.Link}, c.Via...) }
+
+// routeNames is the names of route's links, as a report writes them.
+func (c Config) routeNames() string {
+	var names []string
+	for _, l := range c.route() {
+		names = append(names, l.Name)
+	}
+	return joinRoute(names)
+}
+
+// joinRoute writes the names of the links of a path, in order.
+func joinRoute(names []string) string { return strings.Join(names, " > ") }
 
 // latency is the one-way latency of the path: the sum of its links'.
 func (c Config) latency() time.Duration {

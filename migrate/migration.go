@@ -120,7 +120,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	}
 	ccfg := simCoreConfig(vm, cfg, stateBytes)
 	ccfg.Destination = dst.Name()
-	core, err := NewCore(ccfg, s.now, fmt.Sprintf("to %s over %v, %v, %v fidelity", dst.Name(), cfg.Link.Name, cfg.Mode, cfg.Fidelity))
+	core, err := NewCore(ccfg, s.now, fmt.Sprintf("to %s over %v, %v, %v fidelity", dst.Name(), cfg.routeNames(), cfg.Mode, cfg.Fidelity))
 	if err != nil {
 		return refuse(err)
 	}

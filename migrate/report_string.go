@@ -13,7 +13,7 @@ func (r *Report) route() []string { return append([]string{r.Link}, r.Via...) }
 // String prints the report for a person.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %v -> %s over %s, %v mode, %v fidelity: %v\n", r.VM, r.Profiles, r.Destination, strings.Join(r.route(), " > "), r.Mode, r.Fidelity, r.Outcome)
+	fmt.Fprintf(&b, "%s %v -> %s over %s, %v mode, %v fidelity: %v\n", r.VM, r.Profiles, r.Destination, joinRoute(r.route()), r.Mode, r.Fidelity, r.Outcome)
 	if r.Error != "" {
 		fmt.Fprintf(&b, "  error: %s\n", r.Error)
 	}

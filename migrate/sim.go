@@ -225,8 +225,14 @@ func (s *Sim) link(l Link) (*linkState, error) {
 }
 
 // path returns the links of cfg's route, declaring those the Sim does
-// not know yet, as a migration's Link always was.
+// not know yet, as a migration's Link always was: all of them, or, if one
+// differs from the link the Sim knows by its name, none.
 func (s *Sim) path(cfg Config) ([]*share, error) {
+	for _, l := range cfg.route() {
+		if i := s.linkIndex(l.Name); i >= 0 && s.links[i].link != l {
+			return nil, fmt.Errorf("%w: two links named %q differ", ErrConfig, l.Name)
+		}
+	}
 	var path []*share
 	for _, l := range cfg.route() {
 		ls, err := s.link(l)

@@ -159,7 +159,7 @@ func TestPathThroughBothNICs(t *testing.T) {
 
 // A path must cross each link once, and every link of it must be valid.
 func TestViaRefused(t *testing.T) {
-	src, dst, vms := exampleHosts(1)
+	src, dst, vms := exampleHosts(1, 1)
 	sim, err := migrate.NewSim(migrate.SimConfig{}, src, dst)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,20 @@ func TestViaRefused(t *testing.T) {
 			t.Errorf("via %v: %v, want ErrConfig", via, err)
 		}
 	}
-	if _, err := sim.Start(vms[0], dst, migrate.Config{Via: []migrate.Link{migrate.GbE1()}}); err != nil {
-		t.Errorf("a valid path refused after refused ones: %v", err)
+	// A path whose last link differs from the one the Sim knows by its
+	// name declares none of its links.
+	if _, err := sim.Start(vms[0], dst, migrate.Config{Link: migrate.GbE1()}); err != nil {
+		t.Fatal(err)
+	}
+	other := migrate.GbE10()
+	other.Name = "fresh"
+	slow := migrate.GbE1()
+	slow.BandwidthBitsPerSec /= 2
+	before := sim.Links()
+	if _, err := sim.Start(vms[1], dst, migrate.Config{Link: other, Via: []migrate.Link{slow}}); !errors.Is(err, migrate.ErrConfig) {
+		t.Errorf("a path through a link that differs from its namesake: %v, want ErrConfig", err)
+	}
+	if after := sim.Links(); !slices.Equal(after, before) {
+		t.Errorf("links %v after a refused path, %v before", after, before)
 	}
 }

@@ -76,7 +76,7 @@ func Summarize(reports []*Report) Summary {
 	var all []time.Duration
 	for _, r := range reports {
 		path := r.route()
-		row := SummaryRow{VM: r.VM, Source: r.Source, Destination: r.Destination, Link: strings.Join(path, " > "), Mode: r.Mode,
+		row := SummaryRow{VM: r.VM, Source: r.Source, Destination: r.Destination, Link: joinRoute(path), Mode: r.Mode,
 			Outcome: r.Outcome, Start: r.Start, End: r.End, Stun: r.Stun, Rounds: len(r.Rounds),
 			WireBytes: r.WireBytes, RawBytes: r.RawBytes, MeetsStandard: r.MeetsStandard(), Error: r.Error}
 		s.Rows = append(s.Rows, row)
