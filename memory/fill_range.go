@@ -24,7 +24,7 @@ func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
 	if len(m.Parts) == 1 {
 		c, m.Parts = m.Parts[0].Class, nil
 	}
-	if n < r.sp.bulkFillMin || r.sp.storesGenerated() || !r.window && r.sp.hasWindows() {
+	if n < r.sp.bulkFillMin || !r.bulkWritable() {
 		for p := first; p < first+n; p++ {
 			pc := c
 			if m.Parts != nil {
@@ -68,7 +68,7 @@ func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 	lo, hi := slices.Min(pages), slices.Max(pages)
 	sp := r.sp
 	stripes := sp.stripesOf(r.first+lo, hi-lo+1)
-	if stripes.count() > len(pages) || sp.storesGenerated() || !r.window && sp.hasWindows() {
+	if stripes.count() > len(pages) || !r.bulkWritable() {
 		for i, p := range pages {
 			if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
 				return i, err
@@ -83,13 +83,8 @@ func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 		return 0, ErrUnmapped
 	}
 	for _, p := range pages {
-		t := target{abs: r.first + p, win: r}
-		if !r.window {
-			t.win = nil
-		}
-		sp.back.release(t.abs) // a Synthetic page's explicit bytes, which the fill replaces
-		sp.setState(t.abs, rule.classOf(t.abs), sp.gen(t.abs)+1)
-		sp.changed(t.abs)
+		t := r.resolve(p)
+		sp.setLocked(t, rule.classOf(t.abs), sp.gen(t.abs)+1)
 		r.markLocked(t)
 	}
 	return len(pages), nil
@@ -151,6 +146,14 @@ func (s stripeSpans) unlock(sp *space) {
 			sp.locks[i].Unlock()
 		}
 	}
+}
+
+// bulkWritable reports whether r's pages can be written many at a time
+// under their chunks' locks: r is Synthetic, so that no bytes are made
+// page by page, and a window or a root without windows, so that every
+// page of it takes r's seed.
+func (r *Region) bulkWritable() bool {
+	return !r.sp.storesGenerated() && (r.window || !r.sp.hasWindows())
 }
 
 // hasWindows reports whether any window is mapped: a root's page then

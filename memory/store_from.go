@@ -30,7 +30,7 @@ func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExp
 			set.Cap(), r.pages, explicit.Cap())
 	}
 	whole := r.chunksWhole(src)
-	batched := r.sp.kind == Synthetic && (r.window || !r.sp.hasWindows())
+	batched := r.bulkWritable()
 	var from, to *pageRule // the last rule of src moved to r
 	var batch []pageEntry
 	for p := set.Next(0); p >= 0; {
@@ -123,10 +123,7 @@ func (r *Region) storeEntries(es []pageEntry, counts *[ClassExplicit]int64) erro
 		return ErrUnmapped
 	}
 	for _, e := range es {
-		t := target{abs: r.first + e.p}
-		if r.window {
-			t.win = r
-		}
+		t := r.resolve(e.p)
 		sp.setLocked(t, e.c, e.gen)
 		r.markLocked(t)
 		counts[e.c]++
@@ -139,8 +136,7 @@ func (r *Region) storeEntries(es []pageEntry, counts *[ClassExplicit]int64) erro
 // pages all take r's seed, as a fill's do), src is one too, in another
 // space, and their chunks are alike and start at the same pages of each.
 func (r *Region) chunksWhole(src *Region) bool {
-	alone := func(x *Region) bool { return x.window || !x.sp.hasWindows() }
-	return r.sp.kind == Synthetic && r.sp != src.sp && alone(r) && alone(src) &&
+	return r.bulkWritable() && r.sp != src.sp && (src.window || !src.sp.hasWindows()) &&
 		r.sp.metaShift == src.sp.metaShift &&
 		(r.first-src.first)&(1<<r.sp.metaShift-1) == 0
 }
