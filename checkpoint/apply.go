@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"io"
+	"slices"
 
 	"github.com/vgpusim/vgpusim/memory"
 )
@@ -28,9 +29,11 @@ type RegionRef struct {
 // An Applier is not safe for concurrent use.
 type Applier struct {
 	rd      *Reader
-	dst     []*memory.Region // by index in Metadata.Regions
+	dst     []*memory.Region // by index in Metadata.Regions; nil until prepare gives them
+	prepare Prepare          // gives dst at the first record that is not an attachment
 	digests []RegionDigest   // computed from dst when the stream ended
 	devices []DeviceState
+	attachs []Attachment
 	state   applierState
 	err     error
 	// digestWorkers hash each region at the end of the stream.
@@ -67,6 +70,67 @@ func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
 		return nil, err
 	}
 	return &Applier{rd: rd, dst: regs}, nil
+}
+
+// Prepare gives the destination regions of a stream, once its metadata
+// and the attachments at its start have been read: what a suspended VM's
+// resume needs to know before it can make the VM whose memory the stream
+// fills. The attachments are copies the function may keep.
+type Prepare func(meta Metadata, attachments []Attachment) ([]RegionRef, error)
+
+// NewPreparedApplier returns an Applier of the stream rd, which must not
+// have returned any record yet, whose destinations prepare gives when the
+// first record that is not an attachment arrives (or the end of the
+// stream): each as NewApplier takes them, scrubbed first. An error from
+// prepare fails the Applier with ErrInvalid, wrapping it; so do
+// destinations that do not match the metadata.
+func NewPreparedApplier(rd *Reader, prepare Prepare) (*Applier, error) {
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	if rd.cur != 0 || rd.done {
+		return nil, newError(ErrState, rd.Offset(), -1, "reader has already returned records")
+	}
+	if prepare == nil {
+		return nil, invalid("nil prepare")
+	}
+	return &Applier{rd: rd, prepare: prepare}, nil
+}
+
+// bind asks prepare for the destinations.
+func (a *Applier) bind() error {
+	meta := *a.rd.Metadata()
+	meta.Profiles = slices.Clone(meta.Profiles)
+	meta.Regions = slices.Clone(meta.Regions)
+	var atts []Attachment
+	for _, at := range a.attachs {
+		atts = append(atts, Attachment{Name: at.Name, Data: slices.Clone(at.Data)})
+	}
+	dst, err := a.prepare(meta, atts)
+	if err != nil {
+		e := invalid("preparing the destination")
+		e.Offset = a.rd.Offset()
+		return e.withCause(err)
+	}
+	regs, err := bindRegions(a.rd.Metadata(), dst)
+	if err != nil {
+		return err
+	}
+	a.dst = regs
+	return nil
+}
+
+// attach adds an attachment part, which the reader checked comes in order.
+func (a *Applier) attach(p AttachmentPart) {
+	if p.Offset == 0 {
+		a.attachs = append(a.attachs, Attachment{Name: p.Name, Data: []byte{}})
+	}
+	for i := len(a.attachs) - 1; i >= 0; i-- {
+		if a.attachs[i].Name == p.Name {
+			a.attachs[i].Data = append(a.attachs[i].Data, p.Data...)
+			return
+		}
+	}
 }
 
 // bindRegions returns the destination of each region meta declares, by
@@ -117,7 +181,19 @@ func (a *Applier) Step() (RecordType, error) {
 	if err != nil {
 		return 0, a.fail(err)
 	}
+	if a.dst == nil && t != RecordAttachment {
+		if err := a.bind(); err != nil {
+			return 0, a.fail(err)
+		}
+	}
 	switch t {
+	case RecordAttachment:
+		a.attach(a.rd.AttachmentPart())
+	case RecordPageRuns:
+		pr := a.rd.PageRuns()
+		if err := a.dst[a.rd.Metadata().region(pr.Region)].StoreRuns(pr.Runs); err != nil {
+			return 0, a.fail(newError(ErrState, a.rd.Offset(), -1, "destination region %d", pr.Region).withCause(err))
+		}
 	case RecordPageBatch:
 		b := a.rd.Batch()
 		if err := storeBatch(b, a.dst[b.region]); err != nil {
@@ -224,12 +300,22 @@ func (a *Applier) DeviceStates() []DeviceState {
 	return a.devices
 }
 
+// Attachments returns the attachments the stream carried, in stream
+// order, once the end of the stream has been verified; before that, or
+// after a failure, it returns nil. The caller owns them.
+func (a *Applier) Attachments() []Attachment {
+	if !a.state.succeeded() {
+		return nil
+	}
+	return a.attachs
+}
+
 // fail scrubs every destination and makes err sticky.
 func (a *Applier) fail(err error) error {
 	if a.state == failed {
 		return a.err
 	}
-	a.state, a.err, a.devices = failed, err, nil
+	a.state, a.err, a.devices, a.attachs = failed, err, nil, nil
 	for _, r := range a.dst {
 		// A region unmapped under us has nothing left to scrub.
 		_ = r.Scrub()

@@ -97,14 +97,14 @@ func ExampleSave() {
 	}
 
 	dst, _ := memory.New(memory.Config{SizeBytes: 1 << 20, Kind: memory.Sparse, Seed: 7})
-	meta, devices, err := checkpoint.Restore(&file, []checkpoint.RegionRef{{ID: 0, Region: dst}},
+	res, err := checkpoint.Restore(&file, []checkpoint.RegionRef{{ID: 0, Region: dst}},
 		checkpoint.ReaderOptions{Encryption: checkpoint.EncryptionRequired, Key: key})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	diff, _ := memory.FirstDiff(ram, dst)
-	fmt.Printf("%s restored, first difference %d, device state %q\n", meta.VMID, diff, devices[0].Data)
+	fmt.Printf("%s restored, first difference %d, device state %q\n", res.Metadata.VMID, diff, res.Devices[0].Data)
 	// Output:
 	// vm-2 restored, first difference -1, device state "ctx"
 }

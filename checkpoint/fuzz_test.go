@@ -55,6 +55,10 @@ func fuzzReaderSeeds(tb testing.TB) map[string][]byte {
 		"stream-mixed-encrypted": mixedSealed,
 		"stream-mixed-1k-pages":  mixedBig[:len(mixedBig)/3],
 		"mixed-truncated":        mixed[:len(mixed)*2/3],
+
+		// Version 1.2: a suspend file, with attachments and page runs.
+		"snapshot":           goldenSnapshotStream(tb, WriterOptions{}),
+		"snapshot-encrypted": goldenSnapshotStream(tb, WriterOptions{Encryption: EncryptionOpportunistic, Key: testKey}),
 	}
 	flipped := bytes.Clone(plain)
 	flipped[len(flipped)/3] ^= 0x08

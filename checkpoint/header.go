@@ -11,19 +11,29 @@ import (
 // stream of the same major version whose critical records and flags it
 // knows (see FORMAT.md).
 //
-// A writer declares minor 1 only in a stream that needs it, one whose
-// codec is CodecS2 or CodecMixed: a stream of codec none or zstd is still
-// written as version 1.0, byte for byte as before 1.1 existed, so that a
-// 1.0 reader keeps reading what it could read before.
+// A writer declares the oldest minor version that has what its stream
+// needs: 1.1 for codec CodecS2 or CodecMixed, 1.2 for the records of a
+// suspend file (WriterOptions.Snapshot), 1.0 otherwise. A stream of codec
+// none or zstd without those records is still written as version 1.0,
+// byte for byte as before 1.1 existed, so that a 1.0 reader keeps reading
+// what it could read before.
 const (
 	VersionMajor = 1
-	VersionMinor = 1
+	VersionMinor = 2
 )
 
+// minorSnapshot is the minor version that added attachments and page
+// runs.
+const minorSnapshot = 2
+
 // minorFor is the minor version a writer declares for a stream of codec
-// c: the oldest that knows c.
-func minorFor(c Codec) uint16 {
-	if c.coded() {
+// c, with or without the records of a suspend file: the oldest that knows
+// them.
+func minorFor(c Codec, snapshot bool) uint16 {
+	switch {
+	case snapshot:
+		return minorSnapshot
+	case c.coded():
 		return 1
 	}
 	return 0

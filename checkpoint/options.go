@@ -175,6 +175,11 @@ type WriterOptions struct {
 	// Key is the stream's key, KeySize bytes, used for this stream only
 	// (the nonces are sequence numbers, which every stream repeats).
 	Key []byte
+	// Snapshot declares a stream that may carry what a suspend file
+	// needs beyond page batches: attachments (Writer.WriteAttachment) and
+	// regions as page runs (Writer.WriteRuns, Writer.WriteRegionRuns), the
+	// records of version 1.2, which the header then declares.
+	Snapshot bool
 }
 
 func (o WriterOptions) withDefaults() (WriterOptions, error) {
@@ -230,6 +235,9 @@ type Limits struct {
 	MaxRegions int
 	// MaxTotalBytes bounds the whole stream. Default 1 TiB.
 	MaxTotalBytes int64
+	// MaxAttachmentBytes bounds the attachments of a stream, all their
+	// parts together, which an Applier holds. Default 64 MiB.
+	MaxAttachmentBytes int64
 }
 
 // DefaultLimits returns the limits a zero Limits stands for.
@@ -243,6 +251,7 @@ func DefaultLimits() Limits {
 		MaxMetadataBytes:    64 << 10,
 		MaxRegions:          256,
 		MaxTotalBytes:       1 << 40,
+		MaxAttachmentBytes:  64 << 20,
 	}
 }
 
@@ -275,6 +284,12 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.MaxTotalBytes < headerSizeV1 {
 		return l, invalid("MaxTotalBytes %d below a header", l.MaxTotalBytes)
+	}
+	if l.MaxAttachmentBytes == 0 {
+		l.MaxAttachmentBytes = d.MaxAttachmentBytes
+	}
+	if l.MaxAttachmentBytes < 0 {
+		return l, invalid("MaxAttachmentBytes %d negative", l.MaxAttachmentBytes)
 	}
 	return l, nil
 }

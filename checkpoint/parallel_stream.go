@@ -76,6 +76,11 @@ func (s *parallelStream) run(ctx context.Context) error {
 		if err := s.count(0); err != nil {
 			return err
 		}
+		if rec.Type == RecordPageRuns || rec.Type == RecordAttachment {
+			// A suspend file's records: a migration's streams carry
+			// pages as batches, which the workers apply.
+			return newError(ErrMalformed, rec.Offset, int64(rec.Seq), "%v record in one of several streams", rec.Type)
+		}
 		skip, err := s.rd.control(rec)
 		if err != nil {
 			return err

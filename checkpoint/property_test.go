@@ -100,10 +100,11 @@ func TestPropertyRounds(t *testing.T) {
 			}
 			dst = append(dst, RegionRef{uint32(i * 3), d})
 		}
-		_, devices, err := Restore(bytes.NewReader(stream.Bytes()), dst, ropts)
+		res, err := Restore(bytes.NewReader(stream.Bytes()), dst, ropts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		devices := res.Devices
 		for i, r := range srcs {
 			if p, err := memory.FirstDiff(r, dst[i].Region); err != nil || p >= 0 {
 				t.Fatalf("region %d differs at page %d (%v)", i, p, err)

@@ -28,6 +28,8 @@ type Reader struct {
 	cur    RecordType
 	batch  *Batch
 	device DeviceState
+	runs   PageRuns
+	part   AttachmentPart
 	round  RoundEnd
 	end    StreamEnd
 }
@@ -111,7 +113,8 @@ func (rd *Reader) fail(err error) error {
 }
 
 // Next reads the next record and returns its type: RecordPageBatch,
-// RecordDeviceState, RecordEndRound or RecordEndStream. A coded page batch
+// RecordPageRuns, RecordAttachment, RecordDeviceState, RecordEndRound or
+// RecordEndStream. A coded page batch
 // record (RecordCodedBatch) is returned as RecordPageBatch: both carry a
 // Batch, whose Codec says how it was compressed. After the end-of-stream
 // record it returns io.EOF.
@@ -187,6 +190,9 @@ func (rd *Reader) control(rec Record) (skip bool, err error) {
 		if why := decodeStreamEnd(rec.Payload, &rd.end, rd.opts.Limits.MaxRegions, rd.newer); why != "" {
 			return malformed("end of stream: %s", why)
 		}
+		if name, ok := rd.tally.attached.incomplete(); ok {
+			return malformed("end of stream: attachment %s incomplete", quoteShort(name))
+		}
 		want := rd.tally.end()
 		if err := compareStream(&rd.end, &want, &rd.meta); err != "" {
 			return malformed("end of stream: %s", err)
@@ -195,6 +201,26 @@ func (rd *Reader) control(rec Record) (skip bool, err error) {
 			return false, newError(ErrChecksum, rec.Offset, int64(rec.Seq), "stream digest computed %#016x, stream says %#016x", want.Digest, rd.end.Digest)
 		}
 		rd.done = true
+	case RecordPageRuns, RecordAttachment:
+		if rd.rr.Header().Minor < minorSnapshot {
+			// Read, and refused, as a reader of that version would.
+			return false, newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v in a version %d.%d stream", rec.Type, VersionMajor, rd.rr.Header().Minor)
+		}
+		if rec.Type == RecordPageRuns {
+			if why, overLimit := decodePageRuns(rec.Payload, &rd.runs, &rd.meta, rd.opts.Limits.MaxPagesPerRecord, rd.newer); why != "" {
+				return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "page runs: %s", why)
+			}
+			pages, zero := rd.runs.Pages()
+			rd.tally.add(rd.runs.Sum, pages, zero)
+			break
+		}
+		if why, overLimit := decodeAttachmentPart(rec.Payload, &rd.part, rd.opts.Limits.MaxAttachmentBytes, rd.newer); why != "" {
+			return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "attachment: %s", why)
+		}
+		if why, overLimit := rd.tally.attached.add(&rd.part, rd.opts.Limits.MaxAttachmentBytes); why != "" {
+			return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "attachment: %s", why)
+		}
+		rd.tally.add(xxhashSum(rec.Payload), 0, 0)
 	case RecordMetadata:
 		return malformed("second metadata record")
 	default:
@@ -249,6 +275,19 @@ func compareStream(got, want *StreamEnd, meta *Metadata) string {
 	}
 	return ""
 }
+
+// PageRuns returns the page runs record just read. Its Runs are reused
+// by the next record.
+func (rd *Reader) PageRuns() *PageRuns {
+	if rd.cur != RecordPageRuns {
+		return nil
+	}
+	return &rd.runs
+}
+
+// AttachmentPart returns the attachment part just read. Its Data aliases
+// the reader's buffer.
+func (rd *Reader) AttachmentPart() AttachmentPart { return rd.part }
 
 // Batch returns the page batch just read.
 func (rd *Reader) Batch() *Batch {

@@ -9,7 +9,7 @@ import "fmt"
 // reader may ignore without a reader mistaking it for something it can.
 type RecordType uint16
 
-// The record types of version 1.1. All are critical.
+// The record types of version 1.2. All are critical.
 const (
 	// RecordMetadata describes the stream: VM, GPU, profiles and regions.
 	// It is the first record, and only the first.
@@ -29,6 +29,12 @@ const (
 	// its page batches as these, and only these; one that names CodecNone
 	// or CodecZstd carries RecordPageBatch only. Since version 1.1.
 	RecordCodedBatch RecordType = 0x0006
+	// RecordAttachment carries a part of an Attachment, data of the
+	// caller's. Since version 1.2.
+	RecordAttachment RecordType = 0x0007
+	// RecordPageRuns carries runs of pages of one region, each a content
+	// class or mix at one generation (PageRuns). Since version 1.2.
+	RecordPageRuns RecordType = 0x0008
 )
 
 // optionalBit marks an optional record type.
@@ -57,6 +63,10 @@ func (t RecordType) String() string {
 		return "end-stream"
 	case RecordCodedBatch:
 		return "coded-page-batch"
+	case RecordAttachment:
+		return "attachment"
+	case RecordPageRuns:
+		return "page-runs"
 	}
 	if t.Optional() {
 		return fmt.Sprintf("optional(%#04x)", uint16(t))

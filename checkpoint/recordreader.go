@@ -93,7 +93,7 @@ func (rr *RecordReader) readHeader() error {
 	switch {
 	case codec > CodecMixed:
 		return newError(ErrVersion, offFlags, -1, "unknown codec %d", codec)
-	case minor < minorFor(codec):
+	case minor < minorFor(codec, false):
 		// What a reader of the version the stream declares would say.
 		return newError(ErrVersion, offFlags, -1, "codec %v in a version %d.%d stream", codec, VersionMajor, minor)
 	}

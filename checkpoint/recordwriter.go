@@ -60,10 +60,11 @@ func (rw *RecordWriter) Reset(w io.Writer, opts WriterOptions) error {
 }
 
 // reset writes the header of a stream with options opts, which have their
-// defaults: version 1.0 unless the codec needs 1.1 (minorFor).
+// defaults: version 1.0 unless the codec or the records need a later one
+// (minorFor).
 func (rw *RecordWriter) reset(w io.Writer, opts WriterOptions) error {
 	h := Header{Major: VersionMajor, Codec: opts.codec(), Encrypted: opts.encrypted(), StreamID: opts.StreamID}
-	h.Minor = minorFor(h.Codec)
+	h.Minor = minorFor(h.Codec, opts.Snapshot)
 	*rw = RecordWriter{w: w, hdr: h, out: rw.out[:0], sealBuf: rw.sealBuf[:0], parts: rw.parts[:0]}
 	rw.header = appendHeader(nil, h)
 	rw.prev = binary.LittleEndian.Uint64(rw.header[len(rw.header)-checkSize:])

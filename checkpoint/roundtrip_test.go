@@ -54,10 +54,11 @@ func TestSaveRestoreEveryMix(t *testing.T) {
 					t.Fatal(err)
 				}
 				ram2, fb2 := emptyLike(t, ram, c.kind), emptyLike(t, fb, memory.Sparse)
-				meta, got, err := Restore(bytes.NewReader(file.Bytes()), []RegionRef{{ID: 1, Region: fb2}, {ID: 0, Region: ram2}}, c.ropts)
+				res, err := Restore(bytes.NewReader(file.Bytes()), []RegionRef{{ID: 1, Region: fb2}, {ID: 0, Region: ram2}}, c.ropts)
 				if err != nil {
 					t.Fatal(err)
 				}
+				meta, got := res.Metadata, res.Devices
 				sameRegion(t, ram, ram2)
 				sameRegion(t, fb, fb2)
 				if diff := cmp.Diff(devices, got); diff != "" {
@@ -105,10 +106,11 @@ func TestSaveRestoreFile(t *testing.T) {
 	}
 	defer f.Close()
 	ram2, fb2 := emptyLike(t, ram, memory.Sparse), emptyLike(t, fb, memory.Dense)
-	_, got, err := Restore(bufio.NewReader(f), []RegionRef{{ID: 0, Region: ram2}, {ID: 1, Region: fb2}}, ReaderOptions{})
+	res, err := Restore(bufio.NewReader(f), []RegionRef{{ID: 0, Region: ram2}, {ID: 1, Region: fb2}}, ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := res.Devices
 	sameRegion(t, ram, ram2)
 	sameRegion(t, fb, fb2)
 	if diff := cmp.Diff(devices, got); diff != "" {

@@ -15,6 +15,23 @@ type Snapshot struct {
 	Regions []RegionRef
 	// Devices are the vGPUs' states, at most one per profile.
 	Devices []DeviceState
+	// Attachments are data of the caller's the file carries, written
+	// before any page so that a restore can read them first (Prepare).
+	Attachments []Attachment
+	// Compact writes the regions as page runs (Writer.WriteRegionRuns):
+	// a region filled in runs, as a Synthetic VM's is, then takes
+	// kilobytes whatever its size. Their content digests are not sent,
+	// since computing them would generate every page; the runs and
+	// batches are checked record by record as always.
+	Compact bool
+}
+
+// Restored is what Restore read: the stream's metadata, its device
+// states and its attachments, all copies the caller owns.
+type Restored struct {
+	Metadata    Metadata
+	Devices     []DeviceState
+	Attachments []Attachment
 }
 
 // Save writes s to w as one stream: metadata declaring each region as it
@@ -23,19 +40,31 @@ type Snapshot struct {
 // digest. The regions must not change while Save runs.
 func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 	meta := Metadata{VMID: s.VMID, GPUModel: s.GPUModel, Profiles: s.Profiles}
-	digests := make([]RegionDigest, 0, len(s.Regions))
 	for _, r := range s.Regions {
 		if r.Region == nil {
 			return invalid("region %d is nil", r.ID)
 		}
 		meta.Regions = append(meta.Regions, RegionInfoOf(r.ID, r.Region))
 	}
+	opts.Snapshot = opts.Snapshot || s.Compact || len(s.Attachments) > 0
 	wr, err := NewWriter(w, meta, opts)
 	if err != nil {
 		return err
 	}
 	defer wr.Release()
+	for _, a := range s.Attachments {
+		if err := wr.WriteAttachment(a); err != nil {
+			return err
+		}
+	}
+	var digests []RegionDigest
 	for _, r := range s.Regions {
+		if s.Compact {
+			if err := wr.WriteRegionRuns(r.ID, r.Region); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := wr.WriteRegion(r.ID, r.Region, nil); err != nil {
 			return err
 		}
@@ -57,33 +86,45 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 }
 
 // Restore reads a stream written by Save (or any complete stream) from r
-// into the destination regions dst, and returns its metadata and device
-// states. On any error the destinations are scrubbed. A file holds one
-// stream: bytes after the end-of-stream record are malformed.
-func Restore(r io.Reader, dst []RegionRef, opts ReaderOptions) (Metadata, []DeviceState, error) {
+// into the destination regions dst. On any error the destinations are
+// scrubbed. A file holds one stream: bytes after the end-of-stream record
+// are malformed.
+func Restore(r io.Reader, dst []RegionRef, opts ReaderOptions) (Restored, error) {
+	return restore(r, opts, func(rd *Reader) (*Applier, error) { return NewApplier(rd, dst) })
+}
+
+// RestorePrepared is Restore into the destinations prepare gives, once
+// the stream's metadata and the attachments before its first page have
+// been read (see NewPreparedApplier): how a suspended VM is brought back
+// on a host that must first make the VM its file describes.
+func RestorePrepared(r io.Reader, prepare Prepare, opts ReaderOptions) (Restored, error) {
+	return restore(r, opts, func(rd *Reader) (*Applier, error) { return NewPreparedApplier(rd, prepare) })
+}
+
+func restore(r io.Reader, opts ReaderOptions, applier func(*Reader) (*Applier, error)) (Restored, error) {
 	rd, err := NewReader(r, opts)
 	if err != nil {
-		return Metadata{}, nil, err
+		return Restored{}, err
 	}
 	defer rd.Close()
-	a, err := NewApplier(rd, dst)
+	a, err := applier(rd)
 	if err != nil {
-		return Metadata{}, nil, err
+		return Restored{}, err
 	}
 	if err := a.Run(); err != nil {
-		return Metadata{}, nil, err
+		return Restored{}, err
 	}
 	var probe [1]byte
 	if n, _ := io.ReadFull(r, probe[:]); n != 0 {
 		err := newError(ErrMalformed, rd.Offset(), -1, "data after the end-of-stream record")
 		a.fail(err)
-		return Metadata{}, nil, err
+		return Restored{}, err
 	}
 	if err := a.Commit(); err != nil {
-		return Metadata{}, nil, err
+		return Restored{}, err
 	}
 	meta := *rd.Metadata()
 	meta.Profiles = append([]string(nil), meta.Profiles...)
 	meta.Regions = append([]RegionInfo(nil), meta.Regions...)
-	return meta, a.DeviceStates(), nil
+	return Restored{Metadata: meta, Devices: a.DeviceStates(), Attachments: a.Attachments()}, nil
 }

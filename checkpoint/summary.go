@@ -149,6 +149,7 @@ type tally struct {
 	streamDigest xxhash.Digest
 	sumBuf       [8]byte
 	deviceSeen   []bool // by device index: a stream carries one state per device
+	attached     attachments
 }
 
 func (t *tally) reset(devices int) {
@@ -157,6 +158,7 @@ func (t *tally) reset(devices int) {
 	t.stream = StreamEnd{RegionDigests: t.stream.RegionDigests[:0]}
 	t.streamDigest.Reset()
 	t.deviceSeen = append(t.deviceSeen[:0], make([]bool, devices)...)
+	t.attached.reset()
 }
 
 // addDevice counts the state of device dev, reporting false if the stream

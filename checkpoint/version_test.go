@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/vgpusim/vgpusim/memory"
 )
 
 var update = flag.Bool("update", false, "write missing golden streams and fuzz seeds under testdata")
@@ -104,6 +105,53 @@ func goldenStream(tb testing.TB, opts WriterOptions) []byte {
 	return buf.Bytes()
 }
 
+// goldenSnapshotStream writes the stream of the version 1.2 golden file:
+// a suspend file's records, attachments and page runs, beside pages,
+// device states and two rounds.
+func goldenSnapshotStream(tb testing.TB, opts WriterOptions) []byte {
+	tb.Helper()
+	const ps = 1024
+	var buf bytes.Buffer
+	opts.StreamID = [StreamIDSize]byte{'g', 'o', 'l', 'd', 'e', 'n', '1', '2'}
+	opts.Snapshot = true
+	w, err := NewWriter(&buf, Metadata{
+		VMID: "vm-golden", GPUModel: "Tesla P40", Profiles: []string{"P40-1q"},
+		Regions: []RegionInfo{{ID: 0, SizeBytes: 64 * ps, PageSize: ps, Seed: 1}, {ID: 7, SizeBytes: 8 * ps, PageSize: ps, Seed: 2}},
+	}, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer w.Release()
+	text := memory.Mix{Parts: []memory.MixPart{{Class: memory.ClassText, Weight: 3}, {Class: memory.ClassZero, Weight: 1}}}
+	steps := []error{
+		w.WriteAttachment(Attachment{Name: "spec", Data: []byte("a VM of one P40-1Q")}),
+		w.WriteAttachment(Attachment{Name: "empty"}),
+		w.WriteRuns(0, []memory.Run{
+			{First: 0, Pages: 4, Class: memory.ClassWeights, Gen: 1},
+			{First: 4, Pages: 20, Mix: memory.MixRealistic(), MixSeed: 9, MixKey: 4, Gen: 2},
+			{First: 30, Pages: 10, Mix: memory.MixRealistic(), MixSeed: 9, MixKey: 30, Gen: 3},
+			{First: 40, Pages: 3, Mix: text, MixSeed: 1, MixKey: 0, Gen: 1},
+		}),
+		w.WriteRuns(7, []memory.Run{{First: 0, Pages: 8, Class: memory.ClassActivations, Gen: 5}}),
+	}
+	page := make([]byte, ps)
+	for _, i := range []int{24, 25, 63} {
+		goldenPage(page, 0, i, 1)
+		steps = append(steps, w.WritePage(0, i, 1, page))
+	}
+	_, err = w.EndRound()
+	steps = append(steps, err,
+		w.WriteRuns(0, []memory.Run{{First: 1, Pages: 2, Class: memory.ClassRandom, Gen: 4}}),
+		w.WriteDeviceState(DeviceState{Device: 0, Version: 1, Data: []byte("device 0 state")}),
+		w.Close())
+	for _, err := range steps {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
 // contentSum reads a whole stream and hashes what it carries: every page
 // (region, index, generation, bytes), every device state, every summary.
 // Two streams with equal sums deliver the same thing, however encoded.
@@ -140,6 +188,14 @@ func contentSum(tb testing.TB, data []byte, opts ReaderOptions) uint64 {
 					h.Write(p.Data)
 				}
 			}
+		case RecordPageRuns:
+			pr := rd.PageRuns()
+			for _, r := range pr.Runs {
+				fmt.Fprintf(h, "run %d %d %d %d %v %d %d %d\n", pr.Region, r.First, r.Pages, r.Class, r.Mix.Parts, r.MixSeed, r.MixKey, r.Gen)
+			}
+		case RecordAttachment:
+			p := rd.AttachmentPart()
+			fmt.Fprintf(h, "attachment %q %d %d %q\n", p.Name, p.TotalBytes, p.Offset, p.Data)
 		case RecordDeviceState:
 			ds := rd.DeviceState()
 			fmt.Fprintf(h, "device %d %d %q\n", ds.Device, ds.Version, ds.Data)
@@ -173,6 +229,35 @@ var goldenFiles = []struct {
 	// three codecs in turn (goldenMixedLevels).
 	{"stream-v1.1-s2.ckpt", WriterOptions{Level: LevelS2}, ReaderOptions{}, false},
 	{"stream-v1.1-mixed.ckpt", WriterOptions{Mixed: true}, ReaderOptions{}, false},
+}
+
+// The golden suspend file of version 1.2, without compression, so that
+// today's writer must reproduce it byte for byte.
+const (
+	goldenSnapshotFile       = "stream-v1.2-snapshot.ckpt"
+	goldenSnapshotContentSum = 0xda55b92dca5c7405
+)
+
+func TestGoldenSnapshot(t *testing.T) {
+	path := filepath.Join("testdata", goldenSnapshotFile)
+	if _, err := os.Stat(path); *update && os.IsNotExist(err) {
+		if err := os.WriteFile(path, goldenSnapshotStream(t, WriterOptions{Level: LevelNone}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := contentSum(t, data, ReaderOptions{}); sum != goldenSnapshotContentSum {
+		t.Errorf("content sum %#016x, want %#016x", sum, uint64(goldenSnapshotContentSum))
+	}
+	if !bytes.Equal(goldenSnapshotStream(t, WriterOptions{Level: LevelNone}), data) {
+		t.Error("today's writer no longer produces the golden bytes: a format change needs a new version and a new golden file")
+	}
+	if h := splitStream(t, data).header; binary.LittleEndian.Uint16(h[offMinor:]) != 2 {
+		t.Errorf("header declares minor %d", binary.LittleEndian.Uint16(h[offMinor:]))
+	}
 }
 
 // goldenContentSum is the content of the golden streams, as contentSum

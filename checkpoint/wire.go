@@ -93,6 +93,33 @@ func (d *decoder) uvarintLimit(what string, limit uint64) uint64 {
 	return v
 }
 
+// varint reads a signed (zigzag) varint.
+func (d *decoder) varint(what string) int64 {
+	if !d.ok {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("bad varint in " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// byte reads one byte.
+func (d *decoder) byte(what string) byte {
+	if !d.ok {
+		return 0
+	}
+	if d.rest() < 1 {
+		d.fail("short " + what)
+		return 0
+	}
+	d.off++
+	return d.b[d.off-1]
+}
+
 func (d *decoder) uint32(what string) uint32 {
 	return uint32(d.uvarintMax(what, math.MaxUint32))
 }

@@ -2,6 +2,9 @@ package checkpoint
 
 import (
 	"io"
+	"math"
+	"slices"
+	"unicode/utf8"
 
 	"github.com/vgpusim/vgpusim/memory"
 )
@@ -291,3 +294,126 @@ func (w *Writer) CloseWithDigests(digests []RegionDigest) error {
 
 // Release frees the zstd encoders. The Writer must not be used after.
 func (w *Writer) Release() error { return w.enc.Close() }
+
+// snapshotOnly refuses the records of version 1.2 in a stream that did
+// not declare them.
+func (w *Writer) snapshotOnly(what string) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if !w.opts.Snapshot {
+		return w.invalid("%s in a stream not declared a snapshot (WriterOptions.Snapshot)", what)
+	}
+	return w.Flush()
+}
+
+// WriteAttachment writes a, in parts of at most a megabyte, after
+// flushing the pending batch. The stream must be declared a snapshot
+// (WriterOptions.Snapshot); names are unique in a stream.
+func (w *Writer) WriteAttachment(a Attachment) error {
+	if err := w.snapshotOnly("attachment"); err != nil {
+		return err
+	}
+	if len(a.Name) > MaxNameBytes || !utf8.ValidString(a.Name) {
+		return w.invalid("attachment name %s is not UTF-8 of at most %d bytes", quoteShort(a.Name), MaxNameBytes)
+	}
+	if slices.Contains(w.tally.attached.names, a.Name) {
+		return w.invalid("attachment %s written twice", quoteShort(a.Name))
+	}
+	for off := 0; off == 0 || off < len(a.Data); {
+		n := min(len(a.Data)-off, attachmentPartBytes)
+		p := AttachmentPart{Name: a.Name, TotalBytes: int64(len(a.Data)), Offset: int64(off), Data: a.Data[off : off+n]}
+		if why, _ := w.tally.attached.add(&p, math.MaxInt64); why != "" {
+			return w.invalid("%s", why)
+		}
+		w.buf = appendAttachmentPart(w.buf[:0], &p)
+		if err := w.rw.WriteRecord(RecordAttachment, w.buf); err != nil {
+			return err
+		}
+		w.tally.add(xxhashSum(w.buf), 0, 0)
+		if off += n; n == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// WriteRuns writes runs of pages of region id as one page runs record,
+// after flushing the pending batch. The runs are in increasing page
+// order, none overlapping, none of class memory.ClassExplicit, at most
+// the reader's MaxPagesPerRecord of them (65536 by default). The stream
+// must be declared a snapshot.
+func (w *Writer) WriteRuns(id uint32, runs []memory.Run) error {
+	if err := w.snapshotOnly("page runs"); err != nil {
+		return err
+	}
+	ri, err := w.regionInfo(id)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	if why := checkRuns(runs, ri.Pages()); why != "" {
+		return w.invalid("region %d: %s", id, why)
+	}
+	w.buf = appendPageRuns(w.buf[:0], id, runs)
+	if err := w.rw.WriteRecord(RecordPageRuns, w.buf); err != nil {
+		return err
+	}
+	pr := PageRuns{Runs: runs}
+	pages, zero := pr.Pages()
+	w.tally.add(xxhashSum(w.buf), pages, zero)
+	return nil
+}
+
+// runsSegmentPages is the pages of src WriteRegionRuns reads at a time:
+// a segment gives at most as many runs, within a reader's default
+// MaxPagesPerRecord, and a few megabytes of them at most.
+const runsSegmentPages = 1 << 16
+
+// WriteRegionRuns writes src as region id in compact form: its generated
+// content as page runs (memory.Region.AppendRuns), a record for each
+// 65536 pages that hold any, and its pages holding bytes of their own as
+// page batches. Pages in their initial state (zero at generation 0) are
+// not sent. The stream must be declared a snapshot; src must match the
+// region's declaration and not change while it is written.
+func (w *Writer) WriteRegionRuns(id uint32, src *memory.Region) error {
+	if err := w.snapshotOnly("page runs"); err != nil {
+		return err
+	}
+	ri, err := w.regionInfo(id)
+	if err != nil {
+		return err
+	}
+	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() || src.Seed() != ri.Seed {
+		return w.invalid("region %d has %d pages of %d bytes and seed %#x, declared %d of %d and %#x",
+			id, src.Pages(), src.PageSize(), src.Seed(), ri.Pages(), ri.PageSize, ri.Seed)
+	}
+	w.used.Reset(src.Pages())
+	var runs, sent []memory.Run
+	for first := 0; first < src.Pages(); first += runsSegmentPages {
+		if runs, err = src.AppendRuns(runs[:0], first, min(runsSegmentPages, src.Pages()-first)); err != nil {
+			return err
+		}
+		sent = sent[:0]
+		for _, r := range runs {
+			switch {
+			case r.Mix.Parts == nil && r.Class == memory.ClassExplicit:
+				for q := r.First; q < r.First+r.Pages; q++ {
+					w.used.Add(q)
+				}
+			case r.Mix.Parts != nil || r.Class != memory.ClassZero || r.Gen != 0:
+				sent = append(sent, r)
+			}
+		}
+		if err := w.WriteRuns(id, sent); err != nil {
+			return err
+		}
+	}
+	if w.used.Len() == 0 {
+		return nil
+	}
+	// WriteRegion reads w.used only when given no set.
+	return w.WriteRegion(id, src, &w.used)
+}

@@ -70,6 +70,18 @@
 // StoreGeneratedFrom moves a round of such chunks between regions in a
 // step a chunk, as a Model-fidelity migration's destination stores it.
 //
+// # Runs
+//
+// AppendRuns describes a region as runs of pages, each a class or a mix
+// at one generation, and of pages holding explicit bytes, reading the
+// metadata a chunk at a time: a 64 GiB guest filled in large runs is a
+// handful of runs, read in under a millisecond, which is how a suspended
+// VM is written in kilobytes. StoreRuns restores them a chunk a step, and
+// gives each page the rule of its run, so that the restored region's runs
+// are the same wherever its chunks start: a chunk then follows, besides
+// its rule, up to 249 others, named by the byte a page its pages' own
+// classes take.
+//
 // # Dirty logging
 //
 // Every change to a page marks it in the dirty logs of its root and of its

@@ -11,8 +11,9 @@ var (
 	// ErrOutOfRange reports an access that does not lie wholly inside a
 	// Region. Nothing is read or written by such an access.
 	ErrOutOfRange = errors.New("memory: access out of range")
-	// ErrConfig reports an invalid Config, PatternConfig or Mix, or a nil
-	// region or page set given where one is needed.
+	// ErrConfig reports an invalid Config, PatternConfig, Mix or Run (runs
+	// out of order or overlapping), or a nil region or page set given where
+	// one is needed.
 	ErrConfig = errors.New("memory: invalid configuration")
 	// ErrOverlap reports a Map whose pages overlap a window already mapped.
 	ErrOverlap = errors.New("memory: window overlaps a mapped window")

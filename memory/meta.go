@@ -26,6 +26,7 @@ type metaGroup [1 << metaGroupShift]metaChunk
 type pageRule struct {
 	class  Class
 	mix    *mixPicker // nil: every page is class; else the mix, bound to the filling region's seed
+	seed   uint64     // the seed mix is bound to, which a run of its pages names (AppendRuns)
 	keyOff int        // the key of absolute page p is p - keyOff, for mix
 }
 
@@ -52,7 +53,7 @@ func ruleOf(c Class, m Mix, seed uint64, first int) *pageRule {
 	// out when they are read, and the caller may change its Mix after.
 	m.Parts = slices.Clone(m.Parts)
 	k := m.picker(seed)
-	return &pageRule{mix: &k, keyOff: first}
+	return &pageRule{mix: &k, seed: seed, keyOff: first}
 }
 
 func (u *pageRule) classOf(abs int) Class {
@@ -87,7 +88,12 @@ type metaChunk struct {
 type chunkPages struct {
 	narrow  [1 << metaChunkShift]uint8
 	wide    *[1 << metaChunkShift]uint32 // if not nil, the deltas, and narrow is unused
-	classes *[1 << metaChunkShift]Class  // a page's class plus one, or 0: the rule's; nil: all the rule's
+	classes *[1 << metaChunkShift]Class  // a page's class plus one, or 0: the rule's; nil: all the rule's; see also rules
+	// rules are the mixes pages of the chunk follow other than its rule's,
+	// which a page's entry in classes names from numClasses+1 on: a
+	// region restored from runs (StoreRuns) whose chunks do not line up
+	// with its source's holds two mixes in one chunk. See meta_rules.go.
+	rules []*pageRule
 }
 
 func (pp *chunkPages) delta(i int) uint32 {
@@ -177,6 +183,9 @@ func (sp *space) state(p int) (Class, uint32) {
 	}
 	gen := ch.base + ch.per.delta(i)
 	if cs := ch.per.classes; cs != nil && cs[i] != 0 {
+		if cs[i] > numClasses {
+			return ch.per.rules[cs[i]-numClasses-1].classOf(p), gen
+		}
 		return cs[i] - 1, gen
 	}
 	return ch.rule.classOf(p), gen
@@ -240,7 +249,7 @@ func (ch *metaChunk) fill(u *pageRule, n int) {
 	if ch.per == nil {
 		return
 	}
-	ch.per.classes = nil
+	ch.per.classes, ch.per.rules = nil, nil
 	if d, ok := ch.per.sameDelta(n); ok {
 		ch.base += d
 		ch.per = nil

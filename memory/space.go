@@ -171,13 +171,20 @@ func (sp *space) writeLocked(t target, off int, src []byte) {
 // setLocked gives page t class c at generation gen: generated content, or
 // zero. The page lock is held.
 func (sp *space) setLocked(t target, c Class, gen uint32) {
+	sp.putGenerated(t, c, gen)
+	sp.setState(t.abs, c, gen)
+	sp.changed(t.abs)
+}
+
+// putGenerated makes the backing hold what page t holds as generated
+// content of class c at generation gen: nothing where the content is
+// produced on read or is zero, else its bytes. The page lock is held.
+func (sp *space) putGenerated(t target, c Class, gen uint32) {
 	if c == ClassZero || !sp.storesGenerated() {
 		sp.back.release(t.abs)
 	} else {
 		Generate(sp.back.alloc(t.abs), c, t.seed, t.key, gen)
 	}
-	sp.setState(t.abs, c, gen)
-	sp.changed(t.abs)
 }
 
 // storeLocked stores a whole page of bytes at generation gen. The page

@@ -180,19 +180,7 @@ func (r *Region) setChunk(p, n int, u *pageRule, base uint32) error {
 		l.Unlock()
 		return ErrUnmapped
 	}
-	sp.back.releaseRange(abs, abs+n)
-	if k := abs >> sp.metaShift; u != zeroRule || base != 0 || sp.chunkAt(k) != nil {
-		// Pages in their initial state stored into a group never
-		// written leave it unmade.
-		*sp.writableChunk(k) = metaChunk{rule: u, base: base}
-	}
-	sp.root.log.markRange(abs, n)
-	if r.window {
-		r.log.markRange(p, n)
-	}
-	// Under the lock: a sum recorded for the bytes the pages held must
-	// not be read for the bytes they hold now.
-	sp.changedRange(abs, n)
+	r.storeRangeLocked(p, n, u, base)
 	l.Unlock()
 	return nil
 }

@@ -105,7 +105,8 @@ func Example_suspendResume() {
 	for i, r := range append([]*memory.Region{in.RAM()}, in.Framebuffers()...) {
 		refs = append(refs, checkpoint.RegionRef{ID: uint32(i), Region: r})
 	}
-	_, devices, err := checkpoint.Restore(&file, refs, checkpoint.ReaderOptions{})
+	res, err := checkpoint.Restore(&file, refs, checkpoint.ReaderOptions{})
+	devices := res.Devices
 	if err != nil {
 		_ = in.Abort()
 		fmt.Println(err)
