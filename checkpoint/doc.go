@@ -97,9 +97,16 @@
 // codec or the number of rounds, or that repeat a device state or a
 // digest.
 //
-// Save writes a suspended VM — regions and device states — to a stream;
-// Restore reads it back into fresh regions, byte for byte and generation for
-// generation.
+// Save writes a suspended VM — regions, device states and the caller's
+// attachments (a VM's spec, its workload's state) — to a stream, its pages
+// read, hashed and compressed in one pass on several goroutines; in
+// compact form (Snapshot.Compact) a region's generated content goes as
+// page runs (memory.Run), a few bytes each, so a synthetic guest of any
+// size takes kilobytes. Restore reads it back into fresh regions, byte for
+// byte and generation for generation; RestorePrepared reads the
+// attachments first and asks its caller for the regions only then, so
+// that a suspended VM can be made from its own file (version 1.2 of the
+// format).
 //
 // # Encryption
 //

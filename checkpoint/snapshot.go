@@ -2,6 +2,9 @@ package checkpoint
 
 import (
 	"io"
+	"runtime"
+
+	"github.com/vgpusim/vgpusim/memory"
 )
 
 // Snapshot is a suspended VM as Save writes it: its identity, its regions
@@ -24,6 +27,10 @@ type Snapshot struct {
 	// since computing them would generate every page; the runs and
 	// batches are checked record by record as always.
 	Compact bool
+	// Workers is the goroutines that read and compress the regions'
+	// pages when they are written as bytes; 0 means GOMAXPROCS. The
+	// file's bytes do not depend on it.
+	Workers int
 }
 
 // Restored is what Restore read: the stream's metadata, its device
@@ -35,9 +42,11 @@ type Restored struct {
 }
 
 // Save writes s to w as one stream: metadata declaring each region as it
-// is, one round with every page not in its initial state, the device
-// states, and an end-of-stream record carrying each region's content
-// digest. The regions must not change while Save runs.
+// is, its attachments, one round with every page not in its initial
+// state, the device states, and an end-of-stream record carrying each
+// region's content digest (unless it is Compact). Pages are read, hashed
+// for the digest and compressed in one pass, on Workers goroutines. The
+// regions must not change while Save runs.
 func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 	meta := Metadata{VMID: s.VMID, GPUModel: s.GPUModel, Profiles: s.Profiles}
 	for _, r := range s.Regions {
@@ -57,7 +66,14 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 			return err
 		}
 	}
-	var digests []RegionDigest
+	var (
+		digests []RegionDigest
+		used    memory.PageSet
+	)
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	for _, r := range s.Regions {
 		if s.Compact {
 			if err := wr.WriteRegionRuns(r.ID, r.Region); err != nil {
@@ -65,10 +81,15 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 			}
 			continue
 		}
-		if err := wr.WriteRegion(r.ID, r.Region, nil); err != nil {
+		if err := r.Region.UsedPages(&used); err != nil {
+			return invalid("region %d", r.ID).withCause(err)
+		}
+		if err := wr.writeRegionParallel(r.ID, r.Region, &used, workers); err != nil {
 			return err
 		}
-		d, err := r.Region.Digest()
+		// The workers learnt every page's sum as they read it: the
+		// digest hashes those, and reads again only what changed.
+		d, err := r.Region.DigestParallel(workers)
 		if err != nil {
 			return invalid("region %d", r.ID).withCause(err)
 		}

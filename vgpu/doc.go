@@ -129,6 +129,18 @@
 // (VM.EffectiveThrottle is the larger) and outlives it. Once the claim is
 // committed the owner's changes are refused with ErrMigrating.
 //
+// # Suspend and resume
+//
+// VM.Suspend writes a running or paused VM to a file in one call — its
+// spec, its workload's whole state (StatefulWorkload, which every workload
+// of the package is), its guest memory and framebuffers, its vGPUs' device
+// states — as one checkpoint stream, and releases it; Host.Resume makes
+// it again on any host that could take it, restores everything, every
+// record checked, and runs it on as it was. A VM on a Synthetic host is
+// written in compact form, as runs of pages (a content class and a
+// generation each): kilobytes whatever its memory. A failed suspend
+// leaves the VM as it was; a failed resume leaves nothing on the host.
+//
 // # Concurrency
 //
 // Nothing in the package is safe for concurrent use, and it starts no

@@ -42,15 +42,16 @@ var (
 	// ErrIllegalTransition reports a lifecycle operation not allowed in the
 	// current state of a VM or vGPU; see TransitionError.
 	ErrIllegalTransition = errors.New("vgpu: transition not allowed")
-	// ErrCorruptState reports saved device state that is malformed; see
-	// CorruptStateError.
+	// ErrCorruptState reports a saved device state or workload state that
+	// is malformed; see CorruptStateError and WorkloadStateError.
 	ErrCorruptState = errors.New("vgpu: corrupt device state")
-	// ErrStateVersion reports saved device state of a format version this
-	// package does not read.
+	// ErrStateVersion reports a saved device state or workload state of a
+	// format version this package does not read.
 	ErrStateVersion = errors.New("vgpu: unsupported device state version")
-	// ErrIncompatibleState reports well-formed device state saved for
-	// another GPU model or profile, or otherwise not restorable here; see
-	// IncompatibleStateError.
+	// ErrIncompatibleState reports a well-formed device state saved for
+	// another GPU model or profile, or a workload state for a VM other
+	// than the one it is decoded for, or otherwise not restorable here;
+	// see IncompatibleStateError and WorkloadStateError.
 	ErrIncompatibleState = errors.New("vgpu: device state saved for another device")
 	// ErrIncompatibleHost reports an incoming VM whose memory layout (page
 	// sizes) the destination host does not use.
@@ -62,14 +63,18 @@ var (
 	// driving contract.
 	ErrWorkload = errors.New("vgpu: workload error")
 	// ErrMigrating reports a VM a migration holds (see MigrationClaim): a
-	// second claim on it, or, once its migration has committed it to the
-	// destination, a change by its owner that the destination would never
-	// see.
+	// second claim on it, a suspend of it (the file would be a second copy
+	// beside the migration's), or, once its migration has committed it to
+	// the destination, a change by its owner that the destination would
+	// never see.
 	ErrMigrating = errors.New("vgpu: VM is migrating")
 	// ErrDriven reports a host whose clock a driver holds (see
 	// Host.TakeClock), asked to advance by anyone else, or claimed by a
 	// second driver.
 	ErrDriven = errors.New("vgpu: host driven by another")
+	// ErrSuspendFile reports a suspend file that is well formed as a
+	// checkpoint stream but whose VM record is not what VM.Suspend writes.
+	ErrSuspendFile = errors.New("vgpu: malformed suspend file")
 )
 
 func configError(format string, args ...any) error {

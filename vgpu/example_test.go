@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vgpusim/vgpusim/checkpoint"
-	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -51,19 +49,19 @@ func Example() {
 	// mlaas-2 on GPU 0 slot 1 (P40-8Q, 7621 MiB usable): inference Inception V3: 1004 done, 0 dropped, 100.4/s, latency p50 6.22ms p99 29.689ms
 }
 
-// Suspend a VM to a file and resume it on another host, through package
-// checkpoint: pause it, save its guest RAM, its framebuffer and its vGPU's
-// device state as one stream, then prepare an empty VM of the same shape
-// on the other host, restore the stream into it (Restore checks every
-// region's digest end to end), load the device state and resume it. The
-// workload moves with it and serves on.
+// Suspend a VM to a file and resume it on another host, one call each:
+// Suspend writes the VM's spec, its workload's state, its memory and its
+// vGPU's device state as one checkpoint stream and releases the VM;
+// Resume makes the VM again on the other host, checks every record as it
+// restores it, and runs it on. A VM on a synthetic host is written in
+// compact form: runs of pages, a content class and a generation each.
 func Example_suspendResume() {
 	src, _ := vgpu.NewHost(vgpu.HostConfig{Name: "esx-a", Seed: 1})
 	dst, _ := vgpu.NewHost(vgpu.HostConfig{Name: "esx-b", Seed: 2})
 	inf, _ := vgpu.NewInference(vgpu.InferenceConfig{Model: vgpu.MobileNet(), RequestsPerSec: 50,
-		FootprintBytes: 16 << 20, RAMWorkingSetBytes: 8 << 20, Seed: 3})
-	vm, err := src.CreateVM(vgpu.VMSpec{ID: "svc-1", RAMBytes: 64 << 20, RAMFootprintBytes: 8 << 20,
-		Profiles: []string{"P40-1Q"}, Workload: inf})
+		FootprintBytes: 6 * vgpu.GiB, RAMWorkingSetBytes: 1 * vgpu.GiB, Seed: 3})
+	vm, err := src.CreateVM(vgpu.VMSpec{ID: "svc-1", RAMBytes: 32 * vgpu.GiB, RAMFootprintBytes: 4 * vgpu.GiB,
+		Profiles: []string{"P40-8Q"}, Workload: inf})
 	if err != nil {
 		panic(err)
 	}
@@ -73,78 +71,31 @@ func Example_suspendResume() {
 	}
 	_ = src.Advance(2 * time.Second)
 
-	// Suspend: stop the VM where it is and write it out.
-	_ = vm.Pause()
-	blobs, _ := vm.SaveDeviceStates()
-	snap := checkpoint.Snapshot{VMID: vm.ID(), GPUModel: vm.GPUModel()}
-	for _, p := range vm.Profiles() {
-		snap.Profiles = append(snap.Profiles, p.Name)
-	}
-	for i, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
-		snap.Regions = append(snap.Regions, checkpoint.RegionRef{ID: uint32(i), Region: r})
-	}
-	for i, b := range blobs {
-		snap.Devices = append(snap.Devices, checkpoint.DeviceState{Device: uint32(i), Version: vgpu.StateVersion, Data: b})
+	inUse, _ := vm.RAM().UsedBytes()
+	for _, fb := range vm.Framebuffers() {
+		n, _ := fb.UsedBytes()
+		inUse += n
 	}
 	var file bytes.Buffer // an os.File in practice
-	if err := checkpoint.Save(&file, snap, checkpoint.WriterOptions{}); err != nil {
+	if err := vm.Suspend(&file, vgpu.SuspendOptions{}); err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("suspended %s: %d regions, %d device state, %.1f MiB on disk\n",
-		vm.ID(), len(snap.Regions), len(snap.Devices), float64(file.Len())/(1<<20))
+	fmt.Printf("suspended %s, %.1f GiB in use, to %.1f KiB; %s holds %d VMs\n",
+		vm.ID(), float64(inUse)/(1<<30), float64(file.Len())/(1<<10), src.Name(), len(src.VMs()))
 
-	// Resume on the other host: an empty VM of the same shape, the
-	// stream restored into its regions, then its device state.
-	in, err := dst.PrepareIncoming(vm.IncomingSpec())
+	_ = dst.Advance(src.Now()) // the other host's clock may differ too
+	back, err := dst.Resume(&file, vgpu.ResumeOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var refs []checkpoint.RegionRef
-	for i, r := range append([]*memory.Region{in.RAM()}, in.Framebuffers()...) {
-		refs = append(refs, checkpoint.RegionRef{ID: uint32(i), Region: r})
-	}
-	res, err := checkpoint.Restore(&file, refs, checkpoint.ReaderOptions{})
-	devices := res.Devices
-	if err != nil {
-		_ = in.Abort()
-		fmt.Println(err)
-		return
-	}
-	states := make([][]byte, len(in.VGPUs()))
-	for _, d := range devices {
-		if int(d.Device) < len(states) {
-			states[d.Device] = d.Data
-		}
-	}
-	if err := in.Restore(states); err != nil {
-		_ = in.Abort()
-		fmt.Println(err)
-		return
-	}
-	for i, r := range refs {
-		diff, _ := memory.FirstDiff(snap.Regions[i].Region, r.Region)
-		fmt.Printf("region %d: first difference %d\n", i, diff)
-	}
-	if err := vm.HandOverWorkload(in); err != nil {
-		fmt.Println(err)
-		return
-	}
-	_ = vm.Destroy()
-	if err := in.Resume(); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Printf("resumed on %s: %v\n", in.Host().Name(), in.State())
-
+	fmt.Printf("resumed on %s: %v\n", back.Host().Name(), back.State())
 	from := dst.Now()
 	_ = dst.Advance(time.Second)
-	fmt.Println("the next second:", in.Workload().Metrics(from, dst.Now()))
+	fmt.Println("the next second:", back.Workload().Metrics(from, dst.Now()))
 	// Output:
-	// suspended svc-1: 2 regions, 1 device state, 16.8 MiB on disk
-	// region 0: first difference -1
-	// region 1: first difference -1
+	// suspended svc-1, 11.0 GiB in use, to 24.7 KiB; esx-a holds 0 VMs
 	// resumed on esx-b: running
 	// the next second: inference MobileNet: 46 done, 0 dropped, 46.0/s, latency p50 387µs p99 387µs
 }

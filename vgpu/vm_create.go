@@ -37,12 +37,15 @@ type plan struct {
 }
 
 // check validates spec and chooses GPUs, changing nothing.
+// maxVMIDBytes bounds a VM's ID.
+const maxVMIDBytes = 128
+
 func (h *Host) check(spec VMSpec) (plan, error) {
 	pl := plan{spec: spec}
 	ps := int64(h.cfg.RAMPageSize)
 	switch {
-	case spec.ID == "" || len(spec.ID) > 128:
-		return pl, configError("VM ID %q must be 1 to 128 bytes", spec.ID)
+	case spec.ID == "" || len(spec.ID) > maxVMIDBytes:
+		return pl, configError("VM ID %q must be 1 to %d bytes", spec.ID, maxVMIDBytes)
 	case spec.RAMBytes <= 0 || spec.RAMBytes%ps != 0:
 		return pl, configError("VM %q: guest memory %d is not a positive multiple of the %d-byte page", spec.ID, spec.RAMBytes, ps)
 	case spec.RAMBytes/ps > memory.MaxPages:
