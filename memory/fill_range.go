@@ -84,7 +84,7 @@ func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 	}
 	for _, p := range pages {
 		t := r.resolve(p)
-		sp.setLocked(t, rule.classOf(t.abs), sp.gen(t.abs)+1)
+		sp.rewriteLocked(t, rule)
 		r.markLocked(t)
 	}
 	return len(pages), nil
