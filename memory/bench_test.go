@@ -304,26 +304,30 @@ func BenchmarkFillMix(b *testing.B) {
 
 // BenchmarkPatternAdvance times a workload's background dirtying of a
 // Synthetic guest: a Uniform or HotSet pattern of the realistic mix over
-// 1 GiB, each Advance writing 4096 pages. SetBytes is the pages' bytes.
+// 1 GiB, each Advance writing pages pages (a few, as a step of a lightly
+// dirtying guest writes, or a batch's worth). SetBytes is the pages'
+// bytes.
 func BenchmarkPatternAdvance(b *testing.B) {
 	for _, kind := range []PatternKind{Uniform, HotSet} {
-		b.Run("pattern="+kind.String(), func(b *testing.B) {
-			r := mustNew(b, Config{SizeBytes: 1 << 30, Kind: Synthetic, Seed: 1})
-			if err := r.FillMix(0, r.Pages(), MixRealistic()); err != nil {
-				b.Fatal(err)
-			}
-			p, err := NewPattern(r, PatternConfig{Kind: kind, RateBytesPerSec: 4096 * 4096, Seed: 2})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(4096 * 4096)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.Advance(time.Second); err != nil {
+		for _, pages := range []int64{8, 4096} {
+			b.Run(fmt.Sprintf("pattern=%v/pages=%d", kind, pages), func(b *testing.B) {
+				r := mustNew(b, Config{SizeBytes: 1 << 30, Kind: Synthetic, Seed: 1})
+				if err := r.FillMix(0, r.Pages(), MixRealistic()); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(p.Written()), "ns/page")
-		})
+				p, err := NewPattern(r, PatternConfig{Kind: kind, RateBytesPerSec: 4096 * pages, Seed: 2})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(4096 * pages)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.Advance(time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(p.Written()), "ns/page")
+			})
+		}
 	}
 }

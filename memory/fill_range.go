@@ -65,10 +65,7 @@ func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 	if len(pages) == 0 {
 		return 0, nil
 	}
-	lo, hi := slices.Min(pages), slices.Max(pages)
-	sp := r.sp
-	stripes := sp.stripesOf(r.first+lo, hi-lo+1)
-	if stripes.count() > len(pages) || !r.bulkWritable() {
+	if !r.bulkWritable() {
 		for i, p := range pages {
 			if err := r.fillPage(p, m.ClassOf(r.seed, uint64(p))); err != nil {
 				return i, err
@@ -76,7 +73,23 @@ func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 		}
 		return len(pages), nil
 	}
+	lo, hi := slices.Min(pages), slices.Max(pages)
+	sp := r.sp
 	rule := r.ruleFor(0, m)
+	stripes := sp.stripesOf(r.first+lo, hi-lo+1)
+	if stripes.count() > len(pages) {
+		// Fewer pages than the stripes they span: a lock a page.
+		for i, p := range pages {
+			t, ok := r.lockPage(p)
+			if !ok {
+				return i, ErrUnmapped
+			}
+			sp.rewriteLocked(t, rule)
+			r.markLocked(t)
+			r.unlockPage(t)
+		}
+		return len(pages), nil
+	}
 	stripes.lock(sp)
 	defer stripes.unlock(sp)
 	if r.unmapped.Load() {
