@@ -81,9 +81,11 @@ type Prepare func(meta Metadata, attachments []Attachment) ([]RegionRef, error)
 // NewPreparedApplier returns an Applier of the stream rd, which must not
 // have returned any record yet, whose destinations prepare gives when the
 // first record that is not an attachment arrives (or the end of the
-// stream): each as NewApplier takes them, scrubbed first. An error from
-// prepare fails the Applier with ErrInvalid, wrapping it; so do
-// destinations that do not match the metadata.
+// stream): each as NewApplier takes them, scrubbed first. Such a stream
+// carries its attachments first, each whole before that record, and none
+// after it (ErrMalformed otherwise), so that prepare sees them all. An
+// error from prepare fails the Applier with ErrInvalid, wrapping it; so
+// do destinations that do not match the metadata.
 func NewPreparedApplier(rd *Reader, prepare Prepare) (*Applier, error) {
 	if rd.err != nil {
 		return nil, rd.err
@@ -97,8 +99,12 @@ func NewPreparedApplier(rd *Reader, prepare Prepare) (*Applier, error) {
 	return &Applier{rd: rd, prepare: prepare}, nil
 }
 
-// bind asks prepare for the destinations.
+// bind asks prepare for the destinations, once every attachment before
+// the first other record has come whole.
 func (a *Applier) bind() error {
+	if name, ok := a.rd.tally.attached.incomplete(); ok {
+		return newError(ErrMalformed, a.rd.Offset(), -1, "attachment %s incomplete at the first record that is not one", quoteShort(name))
+	}
 	meta := *a.rd.Metadata()
 	meta.Profiles = slices.Clone(meta.Profiles)
 	meta.Regions = slices.Clone(meta.Regions)
@@ -188,6 +194,10 @@ func (a *Applier) Step() (RecordType, error) {
 	}
 	switch t {
 	case RecordAttachment:
+		if a.prepare != nil && a.dst != nil {
+			// What prepare was given must be all there is.
+			return 0, a.fail(newError(ErrMalformed, a.rd.Offset(), -1, "attachment after the first record that is not one"))
+		}
 		a.attach(a.rd.AttachmentPart())
 	case RecordPageRuns:
 		pr := a.rd.PageRuns()
@@ -302,12 +312,13 @@ func (a *Applier) DeviceStates() []DeviceState {
 
 // Attachments returns the attachments the stream carried, in stream
 // order, once the end of the stream has been verified; before that, or
-// after a failure, it returns nil. The caller owns them.
+// after a failure, it returns nil. The slice is the caller's; the bytes
+// are shared with later calls.
 func (a *Applier) Attachments() []Attachment {
 	if !a.state.succeeded() {
 		return nil
 	}
-	return a.attachs
+	return slices.Clone(a.attachs)
 }
 
 // fail scrubs every destination and makes err sticky.

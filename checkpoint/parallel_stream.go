@@ -76,9 +76,10 @@ func (s *parallelStream) run(ctx context.Context) error {
 		if err := s.count(0); err != nil {
 			return err
 		}
-		if rec.Type == RecordPageRuns || rec.Type == RecordAttachment {
+		if (rec.Type == RecordPageRuns || rec.Type == RecordAttachment) && rr.Header().Minor >= minorSnapshot {
 			// A suspend file's records: a migration's streams carry
-			// pages as batches, which the workers apply.
+			// pages as batches, which the workers apply. In an older
+			// stream, control refuses them as its version would.
 			return newError(ErrMalformed, rec.Offset, int64(rec.Seq), "%v record in one of several streams", rec.Type)
 		}
 		skip, err := s.rd.control(rec)

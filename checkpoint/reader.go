@@ -75,7 +75,7 @@ func (rd *Reader) Reset(r io.Reader, opts ReaderOptions) error {
 	if why, overLimit := decodeMetadata(rec.Payload, &rd.meta, &opts.Limits, rd.newer); why != "" {
 		return rd.fail(newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "metadata: %s", why))
 	}
-	rd.tally.reset(len(rd.meta.Profiles))
+	rd.tally.reset(len(rd.meta.Profiles), len(rd.meta.Regions))
 	if rd.bd == nil {
 		rd.bd = &BatchDecoder{}
 	}
@@ -211,6 +211,10 @@ func (rd *Reader) control(rec Record) (skip bool, err error) {
 				return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "page runs: %s", why)
 			}
 			pages, zero := rd.runs.Pages()
+			i := rd.meta.region(rd.runs.Region)
+			if !rd.tally.addRuns(i, pages, rd.meta.Regions[i].Pages()) {
+				return malformed("page runs cover more pages of region %d than it has", rd.runs.Region)
+			}
 			rd.tally.add(rd.runs.Sum, pages, zero)
 			break
 		}
@@ -285,9 +289,15 @@ func (rd *Reader) PageRuns() *PageRuns {
 	return &rd.runs
 }
 
-// AttachmentPart returns the attachment part just read. Its Data aliases
-// the reader's buffer.
-func (rd *Reader) AttachmentPart() AttachmentPart { return rd.part }
+// AttachmentPart returns the attachment part just read, or the zero part
+// if the record just read is not one. Its Data aliases the reader's
+// buffer.
+func (rd *Reader) AttachmentPart() AttachmentPart {
+	if rd.cur != RecordAttachment {
+		return AttachmentPart{}
+	}
+	return rd.part
+}
 
 // Batch returns the page batch just read.
 func (rd *Reader) Batch() *Batch {

@@ -86,20 +86,16 @@ func appendPageRuns(b []byte, region uint32, runs []memory.Run) []byte {
 
 // checkRuns reports what is wrong with runs as runs of a region of pages
 // pages, "" if nothing: a writer's check, the one a reader's decode makes.
+// They are what a region takes (memory.CheckRuns), and none is of pages
+// holding bytes of their own, which a record cannot carry.
 func checkRuns(runs []memory.Run, pages int) string {
-	end := 0
+	if err := memory.CheckRuns(runs, pages); err != nil {
+		return err.Error()
+	}
 	for _, r := range runs {
-		switch {
-		case r.First < end:
-			return "runs out of order or overlapping"
-		case r.Pages <= 0 || r.First > pages-r.Pages:
-			return "run of pages [" + utoa(uint64(r.First)) + ", +" + utoa(uint64(r.Pages)) + ") outside the region"
-		case r.Mix.Parts == nil && !r.Class.Generated():
-			return "run of class " + r.Class.String()
-		case r.Mix.Parts != nil && (len(r.Mix.Parts) > MaxMixParts || r.Mix.Validate() != nil):
-			return "run of an invalid mix"
+		if r.Mix.Parts == nil && r.Class == memory.ClassExplicit {
+			return "run of explicit pages"
 		}
-		end = r.First + r.Pages
 	}
 	return ""
 }
@@ -145,6 +141,9 @@ func decodePageRuns(p []byte, pr *PageRuns, meta *Metadata, maxRuns int, newer b
 			r.Mix, r.MixSeed = mix, mixSeed
 		case kind == runMix:
 			parts := d.uvarintMax("mix parts", MaxMixParts)
+			if parts == 0 {
+				d.fail("mix of no part")
+			}
 			mix = memory.Mix{Parts: make([]memory.MixPart, 0, min(parts, uint64(d.rest()/2)))}
 			for range parts {
 				c := d.byte("mix class")

@@ -16,14 +16,44 @@ type regionBatch struct {
 	done  chan error
 }
 
-// writeRegionParallel is WriteRegion of the pages of set on workers
+// batchEncoders are the encoders of the batches a parallel write has in
+// flight, two a worker, made once for all the regions of a Save: each
+// holds a zstd encoder, which is costly to make.
+type batchEncoders struct {
+	workers int
+	free    chan *BatchEncoder
+}
+
+func newBatchEncoders(workers int, level Level) (*batchEncoders, error) {
+	e := &batchEncoders{workers: workers, free: make(chan *BatchEncoder, 2*workers)}
+	for range 2 * workers {
+		enc, err := NewBatchEncoder(level)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.free <- enc
+	}
+	return e, nil
+}
+
+// close frees the encoders, all of which are back.
+func (e *batchEncoders) close() {
+	close(e.free)
+	for enc := range e.free {
+		_ = enc.Close()
+	}
+}
+
+// writeRegionParallel is WriteRegion of the pages of set on encs.workers
 // goroutines: each reads its batch's pages (generating them, and learning
 // their sums for the region's digest, as BatchEncoder.AddFrom does) and
 // compresses them; the batches are written in order, cut where WriteRegion
-// cuts them, so that the stream's bytes are the same whatever workers is.
-// At most 2×workers batches are in flight, each with an encoder of its
-// own: memory stays a few batches a worker whatever the region's size.
-func (w *Writer) writeRegionParallel(id uint32, src *memory.Region, set *memory.PageSet, workers int) error {
+// cuts them, so that the stream's bytes are the same whatever the number
+// of workers. At most two batches a worker are in flight, each with an
+// encoder of its own: memory stays a few batches a worker whatever the
+// region's size.
+func (w *Writer) writeRegionParallel(id uint32, src *memory.Region, set *memory.PageSet, encs *batchEncoders) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -35,31 +65,17 @@ func (w *Writer) writeRegionParallel(id uint32, src *memory.Region, set *memory.
 		return w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
 			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
 	}
-	inFlight := 2 * workers
-	free := make(chan *BatchEncoder, inFlight)
-	defer func() {
-		close(free)
-		for e := range free {
-			_ = e.Close()
-		}
-	}()
-	for range inFlight {
-		e, err := NewBatchEncoder(w.level)
-		if err != nil {
-			return err
-		}
-		free <- e
-	}
+	free := encs.free
 	per := PagesPerBatch(w.opts.BatchBytes, ri.PageSize)
 	// Cancelled when a batch fails: the dealer stops dealing.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var g errgroup.Group
-	g.SetLimit(workers + 1) // the workers, and the goroutine that deals them batches
-	ordered := make(chan *regionBatch, inFlight)
+	g.SetLimit(encs.workers + 1) // the workers, and the goroutine that deals them batches
+	ordered := make(chan *regionBatch, cap(free))
 	g.Go(func() error {
 		defer close(ordered)
-		for p := set.Next(0); p >= 0; {
+		for p := set.Next(0); p >= 0 && ctx.Err() == nil; {
 			var e *BatchEncoder
 			select {
 			case e = <-free:

@@ -74,6 +74,13 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	var encs *batchEncoders
+	if !s.Compact && len(s.Regions) > 0 {
+		if encs, err = newBatchEncoders(workers, opts.Level); err != nil {
+			return err
+		}
+		defer encs.close()
+	}
 	for _, r := range s.Regions {
 		if s.Compact {
 			if err := wr.WriteRegionRuns(r.ID, r.Region); err != nil {
@@ -84,7 +91,7 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 		if err := r.Region.UsedPages(&used); err != nil {
 			return invalid("region %d", r.ID).withCause(err)
 		}
-		if err := wr.writeRegionParallel(r.ID, r.Region, &used, workers); err != nil {
+		if err := wr.writeRegionParallel(r.ID, r.Region, &used, encs); err != nil {
 			return err
 		}
 		// The workers learnt every page's sum as they read it: the

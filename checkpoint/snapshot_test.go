@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -402,6 +403,95 @@ func BenchmarkSave(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestPageRunsOnce checks that a region is sent as runs at most once:
+// records that cover its pages again, which would cost the destination
+// work out of proportion to the stream's size, are refused by the writer
+// and by the reader.
+func TestPageRunsOnce(t *testing.T) {
+	meta := Metadata{VMID: "vm", Regions: []RegionInfo{{ID: 0, SizeBytes: 1 << 30, PageSize: 4096}}}
+	whole := []memory.Run{{First: 0, Pages: 1 << 18, Class: memory.ClassText, Gen: 1}}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, meta, WriterOptions{Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteRuns(0, whole); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, w.WriteRuns(0, whole[:1]), ErrInvalid)
+
+	buf.Reset()
+	w, _ = NewWriter(&buf, meta, WriterOptions{Snapshot: true})
+	for range 3 {
+		w.buf = appendPageRuns(w.buf[:0], 0, whole)
+		if err := w.rw.WriteRecord(RecordPageRuns, w.buf); err != nil {
+			t.Fatal(err)
+		}
+		w.tally.add(xxhashSum(w.buf), 1<<18, 0)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, readAll(buf.Bytes(), ReaderOptions{}), ErrMalformed)
+}
+
+// TestPreparedAttachmentsFirst checks that a restore that prepares its
+// destinations from the attachments sees them all, whole: an attachment
+// cut by another record, or one after it, is refused.
+func TestPreparedAttachmentsFirst(t *testing.T) {
+	src := newRegion(t, memory.Synthetic, 64, 4096, 3, memory.MixRealistic())
+	meta := Metadata{VMID: "vm", Regions: []RegionInfo{RegionInfoOf(0, src)}}
+	stream := func(parts ...any) []byte {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, meta, WriterOptions{Snapshot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			switch p := p.(type) {
+			case AttachmentPart:
+				w.buf = appendAttachmentPart(w.buf[:0], &p)
+				if err := w.rw.WriteRecord(RecordAttachment, w.buf); err != nil {
+					t.Fatal(err)
+				}
+				w.tally.attached.add(&p, math.MaxInt64)
+				w.tally.add(xxhashSum(w.buf), 0, 0)
+			case *memory.Region:
+				if err := w.WriteRegionRuns(0, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	part := func(name string, total, off int64, data string) AttachmentPart {
+		return AttachmentPart{Name: name, TotalBytes: total, Offset: off, Data: []byte(data)}
+	}
+	prepare := func(Metadata, []Attachment) ([]RegionRef, error) {
+		return []RegionRef{{ID: 0, Region: emptyLike(t, src, memory.Synthetic)}}, nil
+	}
+	good := stream(part("a", 6, 0, "abc"), part("a", 6, 3, "def"), src)
+	if _, err := RestorePrepared(bytes.NewReader(good), prepare, ReaderOptions{}); err != nil {
+		t.Fatalf("attachments first: %v", err)
+	}
+	for name, data := range map[string][]byte{
+		"cut by pages":     stream(part("a", 6, 0, "abc"), src, part("a", 6, 3, "def")),
+		"one after a page": stream(part("a", 3, 0, "abc"), src, part("b", 3, 0, "def")),
+	} {
+		_, err := RestorePrepared(bytes.NewReader(data), prepare, ReaderOptions{})
+		if e := wantErr(t, err, ErrMalformed); e == nil {
+			t.Errorf("%s: no error", name)
+		}
+		// An Applier given its destinations takes the same stream.
+		if _, err := Restore(bytes.NewReader(data), []RegionRef{{ID: 0, Region: emptyLike(t, src, memory.Synthetic)}}, ReaderOptions{}); err != nil {
+			t.Errorf("%s, destinations given: %v", name, err)
 		}
 	}
 }

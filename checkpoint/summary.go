@@ -150,15 +150,26 @@ type tally struct {
 	sumBuf       [8]byte
 	deviceSeen   []bool // by device index: a stream carries one state per device
 	attached     attachments
+	runPages     []int64 // by region index: the pages page runs records covered
 }
 
-func (t *tally) reset(devices int) {
+func (t *tally) reset(devices, regions int) {
 	t.round = RoundEnd{}
 	t.roundDigest.Reset()
 	t.stream = StreamEnd{RegionDigests: t.stream.RegionDigests[:0]}
 	t.streamDigest.Reset()
 	t.deviceSeen = append(t.deviceSeen[:0], make([]bool, devices)...)
 	t.attached.reset()
+	t.runPages = append(t.runPages[:0], make([]int64, regions)...)
+}
+
+// addRuns counts the pages runs of region i (an index in the metadata)
+// cover, reporting false once they are more than its pages: a region is
+// sent as runs at most once, so that a stream's cost to apply stays in
+// proportion to its size.
+func (t *tally) addRuns(i int, covered, pages int) bool {
+	t.runPages[i] += int64(covered)
+	return t.runPages[i] <= int64(pages)
 }
 
 // addDevice counts the state of device dev, reporting false if the stream

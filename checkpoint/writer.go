@@ -72,7 +72,7 @@ func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
 		return err
 	}
 	w.meta, w.opts, w.level, w.state = meta, opts, opts.Level, writerOpen
-	w.tally.reset(len(meta.Profiles))
+	w.tally.reset(len(meta.Profiles), len(meta.Regions))
 	w.buf = appendMetadata(w.buf[:0], &w.meta)
 	return w.rw.WriteRecord(RecordMetadata, w.buf)
 }
@@ -357,12 +357,16 @@ func (w *Writer) WriteRuns(id uint32, runs []memory.Run) error {
 	if why := checkRuns(runs, ri.Pages()); why != "" {
 		return w.invalid("region %d: %s", id, why)
 	}
+	pr := PageRuns{Runs: runs}
+	pages, zero := pr.Pages()
+	if i := w.meta.region(id); !w.tally.addRuns(i, pages, ri.Pages()) {
+		w.tally.runPages[i] -= int64(pages)
+		return w.invalid("page runs cover more pages of region %d than it has", id)
+	}
 	w.buf = appendPageRuns(w.buf[:0], id, runs)
 	if err := w.rw.WriteRecord(RecordPageRuns, w.buf); err != nil {
 		return err
 	}
-	pr := PageRuns{Runs: runs}
-	pages, zero := pr.Pages()
 	w.tally.add(xxhashSum(w.buf), pages, zero)
 	return nil
 }

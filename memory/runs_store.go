@@ -62,12 +62,23 @@ func (r *Region) checkRuns(runs []Run) error {
 	if r.unmapped.Load() {
 		return ErrUnmapped
 	}
+	return CheckRuns(runs, r.pages)
+}
+
+// CheckRuns reports what is wrong with runs as runs of a region of pages
+// pages, as StoreRuns checks them before it changes anything: nil if
+// nothing, else an error wrapping ErrOutOfRange (a run outside the
+// region, or of no page), ErrConfig (runs out of order or overlapping, a
+// mix of too many parts, a seed or key on a run of a class, a generation
+// on a run of explicit pages) or ErrClass (an unknown class, a mix with a
+// class). A decoder of runs checks what it read with it.
+func CheckRuns(runs []Run, pages int) error {
 	end := 0
 	for i := range runs {
 		run := &runs[i]
 		switch {
-		case run.First < 0 || run.Pages <= 0 || run.First > r.pages-run.Pages:
-			return &AccessError{Op: fmt.Sprintf("store run %d", i), Off: int64(run.First), Len: int64(run.Pages), Size: int64(r.pages)}
+		case run.First < 0 || run.Pages <= 0 || run.First > pages-run.Pages:
+			return &AccessError{Op: fmt.Sprintf("store run %d", i), Off: int64(run.First), Len: int64(run.Pages), Size: int64(pages)}
 		case run.First < end:
 			return configError("run %d at page %d overlaps or precedes the run before, which ends at page %d", i, run.First, end)
 		case len(run.Mix.Parts) > MaxRunMixParts:

@@ -167,6 +167,7 @@ func (e *stateEncoder) base(b *base) {
 
 func (e *stateEncoder) history(h *history) {
 	e.i64(int64(h.limit))
+	e.flag(h.evicted)
 	e.i64(int64(h.oldest))
 	e.count32(h.n, "history records")
 	for i := range h.n {

@@ -43,12 +43,15 @@ const vmAttachment = "vgpu.vm"
 // success the VM is destroyed on this host, its memory scrubbed and its
 // vGPUs released: the file is the VM now, and Host.Resume brings it back,
 // on this host or another, running or paused as it was. On failure the VM
-// is left as it was, running or paused.
+// is left as it was, running or paused; the one exception, said so by the
+// error, is a release that fails after the file is whole.
 //
 // The VM must be running or paused, not migrating, with vGPUs (a
 // passthrough GPU's state cannot be saved) and a workload, if any, that
-// is a StatefulWorkload. The workload object itself is stopped: the
-// resumed VM runs a new one, decoded from the file.
+// is a StatefulWorkload whose state, with the VM's spec, fits what a
+// resume reads by default (checkpoint.Limits.MaxAttachmentBytes: a
+// history of a few million items). The workload object itself is stopped:
+// the resumed VM runs a new one, decoded from the file.
 func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 	if vm.Migrating() {
 		// Not even in pre-copy: the file would hold the VM beside the
@@ -61,6 +64,11 @@ func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 	if vm.state != VMRunning && vm.state != VMPaused {
 		return vm.refuse("suspend")
 	}
+	if w := vm.workload; w != nil {
+		if _, ok := w.(StatefulWorkload); !ok {
+			return fmt.Errorf("%w: VM %q runs %s, whose state cannot be saved (not a StatefulWorkload)", ErrWorkload, vm.id, w.Name())
+		}
+	}
 	wasRunning := vm.state == VMRunning
 	if wasRunning {
 		if err := vm.pause(); err != nil {
@@ -69,7 +77,10 @@ func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 	}
 	err := vm.save(w, opts, wasRunning)
 	if err == nil {
-		return vm.destroy()
+		if err := vm.destroy(); err != nil {
+			return fmt.Errorf("VM %q: its file is whole, but releasing it here failed: %w", vm.id, err)
+		}
+		return nil
 	}
 	if wasRunning {
 		// Paused and resumed at one instant: nothing of the VM changed.
@@ -217,17 +228,24 @@ type suspendRecord struct {
 func (vm *VM) suspendRecord(running bool) ([]byte, error) {
 	rec := suspendRecord{spec: vm.IncomingSpec(), running: running, throttle: vm.throttle, nowNS: vm.host.now}
 	if w := vm.workload; w != nil {
-		sw, ok := w.(StatefulWorkload)
-		if !ok {
-			return nil, fmt.Errorf("%w: VM %q runs %s, whose state cannot be saved (not a StatefulWorkload)", ErrWorkload, vm.id, w.Name())
-		}
+		sw := w.(StatefulWorkload) // Suspend checked
 		state, err := sw.AppendState(nil)
 		if err != nil {
 			return nil, vm.hookError(w, "save state", err)
 		}
 		rec.workloadKind, rec.workloadStarted, rec.workloadState = sw.StateKind(), vm.wlStarted, state
 	}
-	return rec.append(nil)
+	b, err := rec.append(nil)
+	if err != nil {
+		return nil, err
+	}
+	if limit := checkpoint.DefaultLimits().MaxAttachmentBytes; int64(len(b)) > limit {
+		// A file a resume with default limits could not read would be
+		// the VM lost.
+		return nil, fmt.Errorf("%w: VM %q: its record (spec and workload state, history included) is %d bytes, over the %d a resume reads by default",
+			ErrWorkload, vm.id, len(b), limit)
+	}
+	return b, nil
 }
 
 // findSuspendRecord returns the decoded VM attachment of a suspend file

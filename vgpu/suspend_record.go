@@ -91,7 +91,7 @@ func decodeSuspendRecord(b []byte) (suspendRecord, error) {
 		}
 		return suspendRecord{}, fmt.Errorf("%w: VM record: %w", ErrSuspendFile, err)
 	}
-	if !(r.throttle >= 0 && r.throttle < 1) {
+	if !validThrottle(r.throttle) {
 		return suspendRecord{}, fmt.Errorf("%w: VM record: throttle %v outside [0, 1)", ErrSuspendFile, r.throttle)
 	}
 	s.Profiles = slices.Clip(s.Profiles)

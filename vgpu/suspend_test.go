@@ -268,3 +268,69 @@ func FuzzSuspendRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestHistoryShiftKeepsEviction checks that a history that evicted records
+// still says so after its times move below zero and back, as a VM's do
+// when it resumes on a host whose clock is behind and then on one ahead.
+func TestHistoryShiftKeepsEviction(t *testing.T) {
+	h := newHistory(2)
+	for i := range 3 {
+		at := time.Duration(i+1) * time.Second
+		h.add(record{start: at - time.Millisecond, end: at})
+	}
+	want := h.metrics("w", time.Second, 4*time.Second)
+	h.shift(-10 * time.Second)
+	h.shift(10 * time.Second)
+	if got := h.metrics("w", time.Second, 4*time.Second); got != want || !got.Partial {
+		t.Errorf("after shifting back and forth %+v, before %+v", got, want)
+	}
+}
+
+// TestWorkloadStateOwesTooMuch checks that a state whose next event lies
+// so far before its clock that the first Fire after a resume would go
+// through more than maxCatchUpEvents of them is refused: a crafted file
+// must not spin the host that resumes it.
+func TestWorkloadStateOwesTooMuch(t *testing.T) {
+	for _, c := range []stateCase{stateCases()[0], stateCases()[2], stateCases()[3]} {
+		_, vm := busyStateVM(t, c, "h")
+		for _, back := range []time.Duration{time.Second, 1 << 62} {
+			b := mutated(t, vm, func(w Workload) {
+				switch w := w.(type) {
+				case *Inference:
+					w.next = w.last - back
+				case *Desktop:
+					w.next = w.last - back
+				case *CAD:
+					w.next = w.last - back
+				}
+			})
+			_, err := WorkloadDecoders()[c.name](&vm.env, b)
+			if back == time.Second && err != nil {
+				t.Errorf("%s owing a second: %v", c.name, err)
+			}
+			if back != time.Second && !errors.Is(err, ErrCorruptState) {
+				t.Errorf("%s owing %v: %v", c.name, back, err)
+			}
+		}
+	}
+}
+
+// opaqueWorkload hides a workload's state: only the Workload methods show.
+type opaqueWorkload struct{ Workload }
+
+// TestSuspendNeedsState checks that a VM whose workload cannot save its
+// state is refused before anything happens to it.
+func TestSuspendNeedsState(t *testing.T) {
+	h := newHost(t, stateHostConfig("h"))
+	w, _ := NewDesktop(DesktopConfig{RAMWorkingSetBytes: 64 * MiB, Seed: 1})
+	vm := mustVM(t, h, VMSpec{ID: "opaque", RAMFootprintBytes: 64 * MiB, Profiles: []string{"P40-1B"}, Workload: opaqueWorkload{w}})
+	must(t, vm.Start())
+	advance(t, h, 100*time.Millisecond)
+	changes := vm.Changes()
+	if err := vm.Suspend(io.Discard, SuspendOptions{}); !errors.Is(err, ErrWorkload) {
+		t.Fatalf("suspend of an opaque workload: %v", err)
+	}
+	if vm.State() != VMRunning || vm.Changes() != changes {
+		t.Errorf("VM %v, %d changes, before %d", vm.State(), vm.Changes(), changes)
+	}
+}

@@ -36,10 +36,10 @@ type plan struct {
 	gpus    []*GPU
 }
 
-// check validates spec and chooses GPUs, changing nothing.
 // maxVMIDBytes bounds a VM's ID.
 const maxVMIDBytes = 128
 
+// check validates spec and chooses GPUs, changing nothing.
 func (h *Host) check(spec VMSpec) (plan, error) {
 	pl := plan{spec: spec}
 	ps := int64(h.cfg.RAMPageSize)

@@ -276,7 +276,7 @@ func (vm *VM) SetThrottle(f float64) error {
 		// that lives on.
 		return vm.refuse("throttle")
 	}
-	if !(f >= 0 && f < 1) {
+	if !validThrottle(f) {
 		return configError("throttle %v outside [0, 1)", f)
 	}
 	eff := f

@@ -88,7 +88,7 @@ func (c *MigrationClaim) SetThrottle(f float64) error {
 	if !c.live() {
 		return c.errEnded()
 	}
-	if !(f >= 0 && f < 1) {
+	if !validThrottle(f) {
 		return configError("throttle %v outside [0, 1)", f)
 	}
 	if err := c.vm.applyThrottle(max(c.vm.throttle, f)); err != nil {

@@ -126,23 +126,27 @@ type record struct {
 
 // history is a bounded ring of records in order of their end time.
 type history struct {
-	buf    []record
-	head   int // index of the oldest record
-	n      int
-	limit  int
-	oldest time.Duration // end of the last record evicted, or -1
+	buf   []record
+	head  int // index of the oldest record
+	n     int
+	limit int
+	// evicted says a record was evicted, and oldest is then the end of
+	// the last one; a flag rather than a sentinel time, since times are
+	// negative after a Shift to a host whose clock is behind.
+	evicted bool
+	oldest  time.Duration
 }
 
 func newHistory(limit int) history {
 	if limit <= 0 {
 		limit = DefaultHistoryLimit
 	}
-	return history{limit: limit, oldest: -1}
+	return history{limit: limit}
 }
 
 func (h *history) add(r record) {
 	if h.n == h.limit {
-		h.oldest = h.buf[h.head].end
+		h.evicted, h.oldest = true, h.buf[h.head].end
 		h.buf[h.head] = r
 		h.head = (h.head + 1) % h.limit
 		return
@@ -164,14 +168,14 @@ func (h *history) shift(d time.Duration) {
 		r.start += d
 		r.end += d
 	}
-	if h.oldest >= 0 {
+	if h.evicted {
 		h.oldest += d
 	}
 }
 
 // metrics summarises the records ending in [from, to).
 func (h *history) metrics(name string, from, to time.Duration) Metrics {
-	m := Metrics{Workload: name, From: from, To: to, Partial: h.oldest >= from}
+	m := Metrics{Workload: name, From: from, To: to, Partial: h.evicted && h.oldest >= from}
 	var lat []time.Duration
 	for i := range h.n {
 		r := h.buf[(h.head+i)%len(h.buf)]

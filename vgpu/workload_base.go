@@ -63,9 +63,13 @@ func (b *base) resume(env *Env) {
 	b.last = env.Now()
 }
 
+// validThrottle reports whether f is a throttle: a fraction in [0, 1) of
+// a workload's rates cut, where 1 would stop it for good.
+func validThrottle(f float64) bool { return f >= 0 && f < 1 }
+
 // setThrottle applies f to the background dirtying.
 func (b *base) setThrottle(f float64) error {
-	if !(f >= 0 && f < 1) {
+	if !validThrottle(f) {
 		return configError("throttle %v outside [0, 1)", f)
 	}
 	b.throttle = f

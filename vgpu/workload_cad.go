@@ -13,8 +13,9 @@ import (
 // for Machine Learning Workloads, Part 2"). Zero fields take the defaults
 // in brackets; the defaults are assumptions.
 type CADConfig struct {
-	// TargetFPS is the frame rate the application aims at [60]; the
-	// frame-rate limiter caps it under the best-effort scheduler.
+	// TargetFPS is the frame rate the application aims at [60], at least
+	// minTargetFPS; the frame-rate limiter caps it under the best-effort
+	// scheduler.
 	TargetFPS float64
 	// WidthPixels and HeightPixels are the viewport [1920x1080].
 	WidthPixels, HeightPixels int64
@@ -94,8 +95,8 @@ func NewCAD(cfg CADConfig) (*CAD, error) {
 		cfg.RAMDirtyPattern = memory.HotSet
 	}
 	switch {
-	case !(cfg.TargetFPS > 0 && cfg.TargetFPS <= 1000):
-		return nil, configError("target frame rate %v outside (0, 1000]", cfg.TargetFPS)
+	case !(cfg.TargetFPS >= minTargetFPS && cfg.TargetFPS <= 1000):
+		return nil, configError("target frame rate %v outside [%v, 1000]", cfg.TargetFPS, minTargetFPS)
 	case cfg.WidthPixels <= 0 || cfg.HeightPixels <= 0 || cfg.WidthPixels*cfg.HeightPixels > 1<<28:
 		return nil, configError("viewport %dx%d out of range", cfg.WidthPixels, cfg.HeightPixels)
 	case cfg.OpsPerPixel <= 0 || cfg.RenderBuffers < 1 || cfg.RenderBuffers > 8:
@@ -199,8 +200,17 @@ func (w *CAD) Start(env *Env) error {
 }
 
 func (w *CAD) setPeriod() {
-	w.period = max(time.Duration(float64(float64(time.Second)/float64(w.fps*(1-w.throttle)))), 1)
+	w.period = time.Duration(min(max(float64(float64(time.Second)/float64(w.fps*(1-w.throttle))), 1), maxFramePeriodNS))
 }
+
+// minTargetFPS is the lowest frame rate a renderer aims at, a frame a
+// quarter of an hour: the period of a throttled one stays far within a
+// Duration.
+const minTargetFPS = 1.0 / 1000
+
+// maxFramePeriodNS bounds a frame period, whatever a state decoded from a
+// file says its rate is: a year.
+const maxFramePeriodNS = float64(365 * 24 * time.Hour)
 
 // NextEvent returns the next frame time.
 func (w *CAD) NextEvent() time.Duration {

@@ -19,8 +19,9 @@ package vgpu
 //	base      f64 throttle, i64 last, u8 flags (1 running, 2 paused),
 //	          history, dirtier of guest RAM, u8 n, n dirtiers (vGPU i's
 //	          framebuffer)
-//	history   i64 limit, i64 oldest, u32 n, n x (i64 start, i64 end,
-//	          flag dropped), oldest record first
+//	history   i64 limit, flag evicted, i64 oldest (the end of the last
+//	          record evicted; 0 if none was), u32 n, n x (i64 start,
+//	          i64 end, flag dropped), oldest record first
 //	dirtier   i64 rate, flag pattern, then if set: u8 kind, i64 rate,
 //	          i64 first page, i64 pages, mix, u64 seed, str random state,
 //	          u64 carry, i64 cursor, i64 written, i64 passes
@@ -135,6 +136,7 @@ type WorkloadStateError struct {
 	Cause error
 }
 
+// Error says which workload's state, where and why.
 func (e *WorkloadStateError) Error() string {
 	s := fmt.Sprintf("vgpu: %s workload state at offset %d: %s", e.Kind, e.Offset, e.Reason)
 	if e.Cause != nil {
@@ -263,7 +265,7 @@ func (vm *VM) adoptWorkload(w Workload, started bool, throttle float64) error {
 		return vm.refuse("adopt a started workload")
 	case vm.workload != nil:
 		return fmt.Errorf("%w: VM %q already runs %s", ErrWorkload, vm.id, vm.workload.Name())
-	case !(throttle >= 0 && throttle < 1):
+	case !validThrottle(throttle):
 		return configError("throttle %v outside [0, 1)", throttle)
 	}
 	if err := vm.held("adopt workload"); err != nil {

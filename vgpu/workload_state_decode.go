@@ -30,7 +30,7 @@ func construct[W any, C any](d *stateDecoder, off int, c C, newW func(C) (W, err
 func (d *stateDecoder) base(b *base) {
 	off := d.r.off
 	f := d.f64("throttle")
-	if !d.failed() && !(f >= 0 && f < 1) {
+	if !d.failed() && !validThrottle(f) {
 		d.corrupt(off, "throttle %v outside [0, 1)", f)
 	}
 	b.throttle = f
@@ -62,7 +62,12 @@ func (d *stateDecoder) history(h *history) {
 	if !d.failed() && limit != int64(h.limit) {
 		d.corrupt(off, "history limit %d, the configuration's is %d", limit, h.limit)
 	}
+	h.evicted = d.flag("history evicted")
+	off = d.r.off
 	h.oldest = d.dur("history oldest")
+	if !d.failed() && !h.evicted && h.oldest != 0 {
+		d.corrupt(off, "history oldest %v, and nothing evicted", h.oldest)
+	}
 	off = d.r.off
 	n := d.count32("history records", recordStateBytes, math.MaxUint32)
 	switch {
@@ -71,7 +76,7 @@ func (d *stateDecoder) history(h *history) {
 	case n > h.limit:
 		d.corrupt(off, "%d history records, the limit is %d", n, h.limit)
 		return
-	case h.oldest != -1 && n != h.limit:
+	case h.evicted && n != h.limit:
 		// A record is evicted only from a full ring, which stays full.
 		d.corrupt(off, "history evicted records (oldest %v) but holds %d of %d", h.oldest, n, h.limit)
 		return
@@ -241,9 +246,13 @@ func (d *stateDecoder) rng(what string) *rand.PCG {
 
 func (d *stateDecoder) service(s *service, outMix memory.Mix) {
 	s.arrivals = d.rng("arrival random state")
-	s.next = d.dur("next arrival")
-	s.seq = d.u64("sequence")
 	off := d.r.off
+	s.next = d.dur("next arrival")
+	if !d.failed() && s.running {
+		d.catchUp(off, "arrivals", float64(s.last-s.next)/float64(time.Second)*s.effectiveRate())
+	}
+	s.seq = d.u64("sequence")
+	off = d.r.off
 	rr := d.i64("round robin")
 	switch {
 	case d.failed():
@@ -285,6 +294,22 @@ func (d *stateDecoder) service(s *service, outMix memory.Mix) {
 			return
 		}
 		s.out = append(s.out, o)
+	}
+}
+
+// maxCatchUpEvents bounds the events a decoded workload owes from before
+// its clock: arrivals or frames that fell due while it was paused, which
+// the first Fire after its resume goes through one by one. A VM paused
+// for hours at a high rate owes millions; a state owing more than this,
+// which could only be crafted, is refused rather than left to spin the
+// host that resumes it.
+const maxCatchUpEvents = 1 << 24
+
+// catchUp refuses a state whose next event at off is owed events before
+// the workload's clock.
+func (d *stateDecoder) catchUp(off int, what string, owed float64) {
+	if owed > maxCatchUpEvents {
+		d.corrupt(off, "%.3g %s due before the workload's clock, at most %d", owed, what, maxCatchUpEvents)
 	}
 }
 
@@ -392,23 +417,27 @@ func (d *stateDecoder) cad(w *CAD) {
 	w.fps = d.f64("frame rate")
 	w.period = d.dur("frame period")
 	if !d.failed() {
-		// The period follows from the rate and the throttle (setPeriod),
-		// which keeps it at least a millisecond: a state with another
-		// would have Fire loop over frames no renderer makes.
+		// The period follows from the rate and the throttle (setPeriod):
+		// a state with another would have Fire loop over frames no
+		// renderer makes.
 		want := CAD{base: base{throttle: w.throttle}, fps: w.fps}
 		if w.fps != 0 {
 			want.setPeriod()
 		}
 		switch {
-		case !(w.fps == 0 || w.fps > 0 && w.fps <= w.cfg.TargetFPS):
-			d.corrupt(off, "frame rate %v outside (0, %v]", w.fps, w.cfg.TargetFPS)
+		case !(w.fps == 0 || w.fps >= minTargetFPS && w.fps <= w.cfg.TargetFPS):
+			d.corrupt(off, "frame rate %v outside [%v, %v]", w.fps, minTargetFPS, w.cfg.TargetFPS)
 		case w.period != want.period:
 			d.corrupt(off+8, "frame period %v, %v at %v frames/s and throttle %v", w.period, want.period, w.fps, w.throttle)
 		case w.running && w.fps == 0:
 			d.corrupt(off, "a running renderer without a frame rate")
 		}
 	}
+	off = d.r.off
 	w.next = d.dur("next frame")
+	if !d.failed() && w.running && w.period > 0 {
+		d.catchUp(off, "frames", float64(w.last-w.next)/float64(w.period))
+	}
 	w.seq = d.u64("frame sequence")
 	w.inFlight = d.flag("frame in flight")
 	off = d.r.off

@@ -426,7 +426,7 @@ func TestWorkloadStateHostile(t *testing.T) {
 			w.(*Training).paused = true
 		}), nil},
 		{"unknown flag", "training", set(valid["training"], flagsOffset(tr.Workload()), 4), ErrCorruptState},
-		{"flag neither 0 nor 1", "cad", set(valid["cad"], flagsOffset(cad.Workload())+1+8+8+4+17-1, 2), ErrCorruptState},
+		{"flag neither 0 nor 1", "cad", set(valid["cad"], flagsOffset(cad.Workload())+1+8+1+8+4+17-1, 2), ErrCorruptState},
 		{"history count above the limit", "cad", mutated(t, cad, func(w Workload) {
 			h := &w.(*CAD).hist
 			h.n = h.limit + 1
@@ -534,10 +534,15 @@ func TestWorkloadStateAllocation(t *testing.T) {
 	_, vm := busyStateVM(t, stateCases()[0], "h")
 	w := vm.Workload().(*Inference)
 	b := appendState(t, w)
-	// The history count follows the config, throttle, last, flags, limit
-	// and oldest: find it by its value.
+	// The history count follows the config, throttle, last, flags, limit,
+	// evicted and oldest: find it by its value.
 	var hist []byte
 	hist = le.AppendUint64(hist, uint64(w.hist.limit))
+	if w.hist.evicted {
+		hist = append(hist, 1)
+	} else {
+		hist = append(hist, 0)
+	}
 	hist = le.AppendUint64(hist, uint64(w.hist.oldest))
 	hist = le.AppendUint32(hist, uint32(w.hist.n))
 	at := bytes.Index(b, hist)
@@ -545,7 +550,7 @@ func TestWorkloadStateAllocation(t *testing.T) {
 		t.Fatal("history not found")
 	}
 	huge := slices.Clone(b)
-	le.PutUint32(huge[at+16:], 1<<32-1)
+	le.PutUint32(huge[at+17:], 1<<32-1)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -569,7 +574,7 @@ func TestWorkloadStateFields(t *testing.T) {
 		fields string
 	}{
 		{base{}, "name hist throttle last running paused ram fb"},
-		{history{}, "buf head n limit oldest"},
+		{history{}, "buf head n limit evicted oldest"},
 		{record{}, "start end dropped"},
 		{dirtier{}, "p rate"},
 		{sweeper{}, "span cursor carry"},
