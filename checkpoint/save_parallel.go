@@ -57,13 +57,9 @@ func (w *Writer) writeRegionParallel(id uint32, src *memory.Region, set *memory.
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	ri, err := w.regionInfo(id)
+	ri, err := w.source(id, src)
 	if err != nil {
 		return err
-	}
-	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() {
-		return w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
-			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
 	}
 	free := encs.free
 	per := PagesPerBatch(w.opts.BatchBytes, ri.PageSize)

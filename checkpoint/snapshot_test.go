@@ -360,26 +360,11 @@ func TestSaveWorkers(t *testing.T) {
 			t.Fatalf("%d workers: the file differs from a sequential writer's", workers)
 		}
 		for _, n := range []int{100, seq.Len() / 2} {
-			if err := Save(&limitedWriter{n: n}, snap, opts); !errors.Is(err, errFull) {
+			if err := Save(&failWriter{n: n}, snap, opts); !errors.Is(err, errDiskFull) {
 				t.Fatalf("%d workers, disk full after %d bytes: %v", workers, n, err)
 			}
 		}
 	}
-}
-
-var errFull = errors.New("full")
-
-// limitedWriter takes n bytes, then fails.
-type limitedWriter struct{ n int }
-
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	if len(p) > w.n {
-		n := w.n
-		w.n = 0
-		return n, errFull
-	}
-	w.n -= len(p)
-	return len(p), nil
 }
 
 // BenchmarkSave writes a guest of 256 MiB of the realistic mix as a

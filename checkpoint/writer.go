@@ -161,6 +161,20 @@ func (w *Writer) WritePage(id uint32, index int, gen uint32, data []byte) error 
 	return w.enc.Add(index, gen, data)
 }
 
+// source returns the declaration of region id, after checking that src,
+// whose pages are to be written as it, has as many pages of its size.
+func (w *Writer) source(id uint32, src *memory.Region) (RegionInfo, error) {
+	ri, err := w.regionInfo(id)
+	if err != nil {
+		return ri, err
+	}
+	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() {
+		return ri, w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
+			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
+	}
+	return ri, nil
+}
+
 // WriteRegion writes pages of src as region id: the pages in set, or, if
 // set is nil, every page that is not in its initial state (zero at
 // generation 0). src must match the region's declaration.
@@ -168,13 +182,8 @@ func (w *Writer) WriteRegion(id uint32, src *memory.Region, set *memory.PageSet)
 	if err := w.check(); err != nil {
 		return err
 	}
-	ri, err := w.regionInfo(id)
-	if err != nil {
+	if _, err := w.source(id, src); err != nil {
 		return err
-	}
-	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() {
-		return w.invalid("region %d has %d pages of %d bytes, declared %d of %d",
-			id, src.Pages(), src.PageSize(), ri.Pages(), ri.PageSize)
 	}
 	if set == nil {
 		if err := src.UsedPages(&w.used); err != nil {
@@ -386,13 +395,13 @@ func (w *Writer) WriteRegionRuns(id uint32, src *memory.Region) error {
 	if err := w.snapshotOnly("page runs"); err != nil {
 		return err
 	}
-	ri, err := w.regionInfo(id)
+	ri, err := w.source(id, src)
 	if err != nil {
 		return err
 	}
-	if src.PageSize() != ri.PageSize || src.Pages() != ri.Pages() || src.Seed() != ri.Seed {
-		return w.invalid("region %d has %d pages of %d bytes and seed %#x, declared %d of %d and %#x",
-			id, src.Pages(), src.PageSize(), src.Seed(), ri.Pages(), ri.PageSize, ri.Seed)
+	if src.Seed() != ri.Seed {
+		// Runs are regenerated with the declared seed.
+		return w.invalid("region %d has seed %#x, declared %#x", id, src.Seed(), ri.Seed)
 	}
 	w.used.Reset(src.Pages())
 	var runs, sent []memory.Run
