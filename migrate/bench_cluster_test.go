@@ -42,7 +42,10 @@ func BenchmarkCluster(b *testing.B) {
 			var peak float64
 			for range b.N {
 				b.StopTimer()
-				sim0, hosts := clusterWorld(b, c.hosts)
+				// Hosts one after another: driven event by event, the
+				// hosts have too little to do between two events for
+				// HostWorkers to pay.
+				sim0, hosts := clusterWorld(b, c.hosts, migrate.SimConfig{})
 				runtime.GC()
 				heap := migtest.StartPeakHeap(10 * time.Millisecond)
 				start := time.Now()
@@ -59,8 +62,9 @@ func BenchmarkCluster(b *testing.B) {
 	}
 }
 
-// clusterWorld builds the hosts and their VMs, all running, in one Sim.
-func clusterWorld(b *testing.B, n int) (*migrate.Sim, []*vgpu.Host) {
+// clusterWorld builds the hosts and their VMs, all running, in one Sim of
+// cfg.
+func clusterWorld(b testing.TB, n int, cfg migrate.SimConfig) (*migrate.Sim, []*vgpu.Host) {
 	var hosts []*vgpu.Host
 	for i := range n {
 		h, err := vgpu.NewHost(vgpu.HostConfig{Name: fmt.Sprintf("h%03d", i), GPUs: 2, Placement: vgpu.DepthFirst, Seed: uint64(i + 1)})
@@ -101,7 +105,7 @@ func clusterWorld(b *testing.B, n int) (*migrate.Sim, []*vgpu.Host) {
 			migtest.Must(b, vm.Start())
 		}
 	}
-	s, err := migrate.NewSim(migrate.SimConfig{}, hosts...)
+	s, err := migrate.NewSim(cfg, hosts...)
 	migtest.Must(b, err)
 	return s, hosts
 }
@@ -116,8 +120,9 @@ func hostNIC(name string) migrate.Link {
 
 // rollingMaintenance evacuates host i at i/len(hosts) of the way through
 // sim, to every other host, each migration crossing the two hosts' NICs,
-// driving the Sim from event to event.
-func rollingMaintenance(b *testing.B, s *migrate.Sim, hosts []*vgpu.Host, sim time.Duration) {
+// driving the Sim from event to event. It returns the events.
+func rollingMaintenance(b testing.TB, s *migrate.Sim, hosts []*vgpu.Host, sim time.Duration) []migrate.Event {
+	var events []migrate.Event
 	start, next := s.Now(), 0
 	end := start + sim
 	every := sim / time.Duration(len(hosts))
@@ -140,11 +145,41 @@ func rollingMaintenance(b *testing.B, s *migrate.Sim, hosts []*vgpu.Host, sim ti
 		if !ok || at > end {
 			break
 		}
-		if _, err := s.AdvanceTo(at); err != nil {
+		evs, err := s.AdvanceTo(at)
+		if err != nil {
 			b.Fatal(err)
 		}
+		events = append(events, evs...)
 	}
-	if _, err := s.AdvanceTo(end); err != nil {
+	evs, err := s.AdvanceTo(end)
+	if err != nil {
 		b.Fatal(err)
+	}
+	return append(events, evs...)
+}
+
+// BenchmarkSimSteps moves the cluster of BenchmarkCluster, ten hosts, by
+// steps of a tenth of a second with no migration, advancing its hosts one
+// after another or several at once (SimConfig.HostWorkers). It reports
+// sim-s/wall-s.
+func BenchmarkSimSteps(b *testing.B) {
+	for _, workers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("hosts=10/workers=%d", workers), func(b *testing.B) {
+			const steps, step = 50, 100 * time.Millisecond
+			var wall time.Duration
+			for range b.N {
+				b.StopTimer()
+				s, _ := clusterWorld(b, 10, migrate.SimConfig{HostWorkers: workers})
+				start := time.Now()
+				b.StartTimer()
+				for range steps {
+					if _, err := s.Advance(step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				wall += time.Since(start)
+			}
+			b.ReportMetric((steps*step).Seconds()*float64(b.N)/wall.Seconds(), "sim-s/wall-s")
+		})
 	}
 }
