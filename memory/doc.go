@@ -78,9 +78,9 @@
 // handful of runs, read in under a millisecond, which is how a suspended
 // VM is written in kilobytes. StoreRuns restores them a chunk a step, and
 // gives each page the rule of its run, so that the restored region's runs
-// are the same wherever its chunks start: a chunk then follows, besides
-// its rule, up to 249 others, named by the byte a page its pages' own
-// classes take.
+// are the same wherever its chunks start: a chunk may then follow, besides
+// its own rule, up to 249 others, each page naming its rule in the byte
+// that otherwise holds a class of its own.
 //
 // # Dirty logging
 //
