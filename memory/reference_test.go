@@ -15,6 +15,11 @@ type refSpace struct {
 	seed     uint64
 	data     map[int][]byte
 	gens     map[int]uint32
+	// classed holds the pages whose class is not ClassZero: a page of
+	// bytes of its own is in use whatever they are (a write whose
+	// generation wraps around to 0 may leave one all zero); a zero page
+	// that zeros are written over stays of ClassZero.
+	classed map[int]bool
 	windows  []refWindow    // mapped, any order
 	dirty    map[int][]bool // log id (0 root, else window id) -> page bits
 	logOn    map[int]bool
@@ -29,7 +34,7 @@ type refWindow struct {
 func newRefSpace(pageSize, pages int, seed uint64) *refSpace {
 	return &refSpace{
 		pageSize: pageSize, pages: pages, seed: seed,
-		data: map[int][]byte{}, gens: map[int]uint32{},
+		data: map[int][]byte{}, gens: map[int]uint32{}, classed: map[int]bool{},
 		dirty: map[int][]bool{0: make([]bool, pages)}, logOn: map[int]bool{0: true}, nextID: 1,
 	}
 }
@@ -75,6 +80,7 @@ func (s *refSpace) write(abs int, p []byte, off int) {
 	copy(b[off:], p)
 	s.data[abs] = b
 	s.gens[abs]++
+	s.classed[abs] = s.classed[abs] || !IsZero(p)
 	s.mark(abs)
 }
 
@@ -84,6 +90,7 @@ func (s *refSpace) set(abs int, c Class, gen uint32) {
 	Generate(b, c, seed, key, gen)
 	s.data[abs] = b
 	s.gens[abs] = gen
+	s.classed[abs] = c != ClassZero
 	s.mark(abs)
 }
 
@@ -91,6 +98,7 @@ func (s *refSpace) scrub(first, n int) {
 	for p := first; p < first+n; p++ {
 		delete(s.data, p)
 		delete(s.gens, p)
+		delete(s.classed, p)
 	}
 }
 
@@ -158,7 +166,7 @@ func (s *refSpace) checkUsed(r *Region) error {
 	var want []int
 	for p := range s.pages {
 		// A page of a class but zero holds bytes that are not all zero.
-		if s.gens[p] != 0 || !IsZero(s.page(p)) {
+		if s.gens[p] != 0 || !IsZero(s.page(p)) || s.classed[p] {
 			want = append(want, p)
 		}
 	}

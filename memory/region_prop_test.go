@@ -164,6 +164,8 @@ func regionMachine(t *rapid.T) {
 			}
 			ref.data[base+p] = data
 			ref.gens[base+p] = gen
+			// Stored whole: a page of zeros is stored as ClassZero.
+			ref.classed[base+p] = !IsZero(data)
 			ref.mark(base + p)
 		},
 		"storeGenerated": func(t *rapid.T) {
