@@ -20,10 +20,10 @@ type refSpace struct {
 	// generation wraps around to 0 may leave one all zero); a zero page
 	// that zeros are written over stays of ClassZero.
 	classed map[int]bool
-	windows  []refWindow    // mapped, any order
-	dirty    map[int][]bool // log id (0 root, else window id) -> page bits
-	logOn    map[int]bool
-	nextID   int
+	windows []refWindow    // mapped, any order
+	dirty   map[int][]bool // log id (0 root, else window id) -> page bits
+	logOn   map[int]bool
+	nextID  int
 }
 
 type refWindow struct {
