@@ -59,11 +59,14 @@ func (d *decoder) problem() (why string, overLimit bool) { return d.why, d.overL
 
 func (d *decoder) rest() int { return len(d.b) - d.off }
 
-func (d *decoder) uvarint(what string) uint64 {
+func (d *decoder) uvarint(what string) uint64 { return readVarint(d, what, binary.Uvarint) }
+
+// readVarint reads a varint with read, binary.Uvarint or binary.Varint.
+func readVarint[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
 	if !d.ok {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
+	v, n := read(d.b[d.off:])
 	if n <= 0 {
 		d.fail("bad varint in " + what)
 		return 0
@@ -94,18 +97,7 @@ func (d *decoder) uvarintLimit(what string, limit uint64) uint64 {
 }
 
 // varint reads a signed (zigzag) varint.
-func (d *decoder) varint(what string) int64 {
-	if !d.ok {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("bad varint in " + what)
-		return 0
-	}
-	d.off += n
-	return v
-}
+func (d *decoder) varint(what string) int64 { return readVarint(d, what, binary.Varint) }
 
 // byte reads one byte.
 func (d *decoder) byte(what string) byte {
