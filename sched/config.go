@@ -41,6 +41,12 @@ func (p Policy) String() string {
 
 // Limits. Everything a caller or a saved state can make grow is bounded, so
 // a scheduler's memory and a saved state's size are bounded too.
+//
+// MinSlice and MaxSlice, DefaultAveragingFactor and MaxAveragingFactor are
+// NVIDIA's (NVIDIA AI Enterprise User Guide v5.0, 2024, section 7.3
+// "RmPVMRL Registry Key"): the time slice field TT takes 1 to 30 ms
+// (0x01-0x1E), and the averaging factor AA 1 to 60 (0x01-0x3C), 0
+// meaning 33. The other limits are this package's.
 const (
 	MinSlice               = time.Millisecond      // shortest configurable time slice
 	MaxSlice               = 30 * time.Millisecond // longest configurable time slice
@@ -65,7 +71,12 @@ const (
 // DefaultSlice returns the time slice NVIDIA's driver uses for a profile
 // with the given maximum number of instances per GPU: 2 ms (480 Hz) when at
 // most 8 fit on the GPU, 1 ms (960 Hz) above that — small profiles are
-// switched more often so that each of their many tenants is served sooner.
+// switched more often so that each of their many tenants is served sooner
+// (NVIDIA AI Enterprise User Guide v5.0, 2024, section 7.3, Table 1
+// "Default Time Slice Length and Scheduling Frequency by vGPU Density").
+// The prose of the same guide's section 7.1 draws the line between fewer
+// than eight and eight or more vGPUs; the table, which this follows, puts
+// exactly eight in the 2 ms row.
 func DefaultSlice(maxInstances int) time.Duration {
 	if maxInstances > 8 {
 		return time.Millisecond

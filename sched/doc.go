@@ -91,18 +91,29 @@
 // DecodeRmPVMRL reads the RmPVMRL registry DWORD in either documented
 // layout; the caller says which:
 //
-//	legacy       0x00TT00PP  PP 0x00 best effort, 0x01 equal share, 0x11 fixed share
+//	both         0x00000000  best effort, with the profile's slice and averaging factor 33
+//	legacy       0x00TT00PP  PP 0x01 equal share, 0x11 fixed share
 //	                         TT slice in ms: 0x00 profile default, above 0x1E capped at 30 ms
 //	                         (no strict round-robin in those releases)
-//	round-robin  0xAAFFF0PP  PP 0x01 equal / 0x11 fixed share (0x00 best effort), strict round-robin
+//	round-robin  0xAAFFF0PP  PP 0x01 equal / 0x11 fixed share, strict round-robin
 //	                         AA averaging factor: 0x00 -> 33, above 0x3C capped at 60
 //	                         FFF frequency in Hz: 0x000 profile default, 0x001-0x03E -> 63,
 //	                         above 0x3C0 capped at 960; the slice is 1/frequency
 //	             0x00TT00PP  PP 0x03 equal / 0x13 fixed share without strict round-robin, TT as legacy
 //
-// Any other PP, or bits set outside a layout's fields, is an *RmPVMRLError.
-// Config.RmPVMRL encodes the other way. Config.String prints what a
-// driver's log line would: policy, order, slice in ms.
+// Best effort has no field in either layout: the guides define the slice,
+// the averaging factor and the frequency for equal and fixed share only,
+// so a best-effort value with TT, AA or FFF set is refused, not ignored
+// (DecodeRmPVMRL gives the sources). Any other PP, or bits set outside a
+// layout's fields, is an *RmPVMRLError too.
+//
+// Config.RmPVMRL encodes the other way, always to the canonical form of a
+// value: defaults left out (AA 0x00 for 33, TT or FFF 0 for the profile's
+// slice), clamped fields written clamped (TT 0x1E, AA 0x3C, FFF 0x03F or
+// 0x3C0). Re-encoding a decoded value therefore gives the value back when
+// it is canonical, as the guides' examples are, and otherwise the one
+// canonical value that decodes to the same Config. Config.String prints
+// what a driver's log line would: policy, order, slice in ms.
 //
 // # Save format
 //

@@ -190,9 +190,11 @@ func (s *Scheduler) period(t *tenant) time.Duration {
 //
 // Overshoot compensation: the slice is shortened by the tenant's
 // accumulated overshoot divided by the averaging factor (rounded up, so
-// the debt reaches zero), and that amount is taken off the debt. A slice
-// is never shortened by more than half, so that a tenant whose kernels
-// overrun every slice still runs; the rest of its debt waits.
+// the debt reaches zero), and that amount is taken off the debt, as NVIDIA
+// describes the compensation (NVIDIA AI Enterprise User Guide v5.0, 2024,
+// section 7.1). A slice is never shortened by more than half, so that a
+// tenant whose kernels overrun every slice still runs; the rest of its
+// debt waits. The half is an assumption: the guide gives no floor.
 //
 // Under equal and fixed share a turn also moves the tenant's eligibility
 // one period on. It moves from the previous eligibility, not from now, so
