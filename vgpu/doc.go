@@ -1,8 +1,8 @@
-// Package vgpu models, on the hypervisor side, NVIDIA vGPU on a Tesla P40:
-// the physical GPU and its profile table, the placement of vGPUs on a
-// host's GPUs, the vGPU device with its framebuffer window and device
-// state, VMs, hosts, and the workloads that run in them — everything a
-// live migration moves, on simulated time.
+// Package vgpu models, on the hypervisor side, NVIDIA vGPU on a Tesla P40
+// and the GPUs after it (V100, T4, A100): the physical GPU and its profile
+// table, the placement of vGPUs on a host's GPUs, the vGPU device with its
+// framebuffer window and device state, VMs, hosts, and the workloads that
+// run in them — everything a live migration moves, on simulated time.
 //
 // It builds on package memory (framebuffers and guest RAM as page-granular
 // regions with dirty logs) and package sched (one time-sliced scheduler per
@@ -10,22 +10,31 @@
 //
 // # GPUs and profiles
 //
-// GPUSpec holds a GPU model's published figures; P40 is the default, T4 and
-// V100 sit beside it. The P40's vGPU types — Q series 1Q to 24Q, B series
-// 1B, 2B, 1B4, 2B4, A series 1A to 24A, C series 4C to 24C — are a table of
+// GPUSpec holds a GPU model's published figures: P40 (the default), T4,
+// V100 (PCIe 16GB), V100D (PCIe 32GB, whose types NVIDIA names V100D-) and
+// A100 (PCIe 40GB), in the order of Specs. Each has a table of vGPU types,
 // Profile rows (framebuffer, instances per GPU, display heads, resolution,
-// frame-rate limit, licence, multi-vGPU, mdev type), each fact with its
-// source beside it in profiles.go. ParseProfile accepts "P40-8Q", "GRID
-// P40-8Q" and "nvidia-51"; an unknown name is an *UnknownProfileError that
-// lists the valid ones. Profile.ReservedFramebufferBytes is NVIDIA's
-// per-vGPU framebuffer reservation, taken from the top of each window.
+// frame-rate limit, licence, multi-vGPU, mdev type, PCI subsystem ID), each
+// fact with its source beside it in profiles_*.go: Q, B (with B4), A and C
+// series on the P40, V100, V100D and T4 (from 1 GB to the whole GPU), the
+// time-sliced C series only on the A100 (A100-4C to A100-40C; MIG-backed
+// types are not modelled). ParseProfile accepts "P40-8Q", "GRID P40-8Q",
+// "NVIDIA A100-4C" and "nvidia-51"; an unknown name is an
+// *UnknownProfileError that lists the valid ones.
+// Profile.ReservedFramebufferBytes is NVIDIA's per-vGPU framebuffer
+// reservation, taken from the top of each window: its ECC term applies on
+// GDDR only (P40, T4), its compression term on Turing only (the T4's 16 GB
+// types). Profile.DefaultTimeSlice is the equal and fixed share schedulers'
+// default time slice, 2 ms or 1 ms by the type's instances per GPU.
 //
 // # Hosts and placement
 //
 // A Host has GPUs (all of one model) and guest memory. A GPU's framebuffer
 // is partitioned statically: a vGPU of type p gets the window of one of the
 // GPU's p.MaxInstances slots, aligned to its size, and a GPU holds one type
-// at a time. ECC must be off for a vGPU to be created. CreateVM reserves a
+// at a time, as NVIDIA's homogeneous rule requires of these GPUs. On a P40
+// ECC must be off for a vGPU to be created (vGPU release 8.0); the later
+// models run vGPUs with ECC on (GPUSpec.ECCWithVGPU). CreateVM reserves a
 // VM's guest memory in full and places each vGPU breadth-first (the GPU
 // with the fewest vGPUs, the default) or depth-first (the most, with room);
 // when nothing fits, a *PlacementError gives each GPU's reason. A VM with

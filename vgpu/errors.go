@@ -19,7 +19,8 @@ var (
 	// ErrUnknownGPU reports a GPU model that is not in the spec table.
 	ErrUnknownGPU = errors.New("vgpu: unknown GPU model")
 	// ErrECCEnabled reports a vGPU that cannot be created because ECC
-	// memory is on for its physical GPU.
+	// memory is on for its physical GPU, on a model that creates no vGPU
+	// with ECC on (GPUSpec.ECCWithVGPU false: the P40).
 	ErrECCEnabled = errors.New("vgpu: ECC memory is enabled on the GPU")
 	// ErrGPUBusy reports an operation that needs an empty GPU (changing ECC,
 	// handing the GPU to a VM in passthrough) on a GPU that is in use.
@@ -105,7 +106,8 @@ const (
 	RefusedModel Refusal = iota + 1
 	// RefusedPassthrough: the GPU is given whole to a VM.
 	RefusedPassthrough
-	// RefusedECC: ECC memory is on.
+	// RefusedECC: ECC memory is on, and the model creates no vGPU with it
+	// (GPUSpec.ECCWithVGPU).
 	RefusedECC
 	// RefusedOtherType: the GPU holds vGPUs of another type, and one GPU
 	// holds one type at a time.

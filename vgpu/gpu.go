@@ -16,9 +16,12 @@ import (
 // The framebuffer is divided into MaxInstances slots of the type's size,
 // slot i starting at i times the size, so every window is aligned to its
 // own size and windows never overlap. All vGPUs resident on a GPU are of
-// the same type, as NVIDIA's vGPU manager requires on this generation (the
-// user guide's "homogeneous" rule; mixed sizes came with vGPU 17 on later
-// GPUs); the type is free again once the last vGPU is destroyed.
+// the same type, as NVIDIA's vGPU manager requires of every model here:
+// the release 8.0 user guide allows only homogeneous vGPUs on a physical
+// GPU (P40, V100, T4); the V100 and T4 never gained the mixed-size mode of
+// vGPU 17, and on the A100, which offers only C-series types, the default
+// equal-size mode means one type (each table's file cites its source). The
+// type is free again once the last vGPU is destroyed.
 type GPU struct {
 	host  *Host
 	index int
@@ -74,8 +77,10 @@ func (g *GPU) Scheduler() sched.View { return g.sched.View() }
 func (g *GPU) ECCEnabled() bool { return g.ecc }
 
 // SetECC turns ECC memory on or off. As on the real board (nvidia-smi -e
-// with a reset), the GPU must hold no vGPU and no passthrough VM; ECC must
-// be off before a vGPU of this generation can be created.
+// with a reset), the GPU must hold no vGPU and no passthrough VM. On a
+// model whose spec has ECCWithVGPU false (the P40), ECC must be off before
+// a vGPU can be created; on the others vGPUs run with it on, and on GDDR
+// (the T4) it costs each vGPU framebuffer (Profile.ReservedFramebufferBytes).
 func (g *GPU) SetECC(on bool) error {
 	if g.count > 0 || g.passthrough != nil {
 		return fmt.Errorf("%w: GPU %d holds %d vGPUs", ErrGPUBusy, g.index, g.count)
@@ -118,7 +123,7 @@ func (g *GPU) Free(p Profile) (int, Refusal) {
 		return 0, RefusedModel
 	case g.passthrough != nil:
 		return 0, RefusedPassthrough
-	case g.ecc:
+	case g.ecc && !g.spec.ECCWithVGPU:
 		return 0, RefusedECC
 	case g.typ != nil && g.typ.Name != p.Name:
 		return 0, RefusedOtherType

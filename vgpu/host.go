@@ -41,9 +41,16 @@ const (
 	// 2019).
 	DefaultRAMBytes = 768 * GiB
 	// DefaultFramebufferPageSize is the page size of GPU framebuffers: the
-	// 64 KiB big page of NVIDIA's GPU memory management.
+	// 64 KiB big page of NVIDIA's GPU memory management. NVIDIA's open GPU
+	// kernel modules (open-gpu-kernel-modules, 2022) map video memory with
+	// 4 KiB small, 64 KiB big and 2 MiB huge pages, and on Pascal and
+	// later accept no big page size but 64 KiB
+	// (kgmmuCheckAndDecideBigPageSize_GP100).
 	DefaultFramebufferPageSize = 64 << 10
-	// DefaultRAMPageSize is the page size of guest RAM.
+	// DefaultRAMPageSize is the page size of guest RAM: the x86 base page
+	// of 4 KiB (Intel 64 and IA-32 Architectures Software Developer's
+	// Manual, volume 3A, chapter 4 "Paging"), the unit a hypervisor's
+	// dirty-page tracking works in.
 	DefaultRAMPageSize = 4 << 10
 	// MaxGPUs bounds the GPUs of a host (a 4U server holds 8-16).
 	MaxGPUs = 16
@@ -61,7 +68,9 @@ type HostConfig struct {
 	// GPU is their model; the zero value means P40().
 	GPU GPUSpec
 	// ECC is the initial ECC state of every GPU. A board ships with ECC
-	// on; the zero value models one already prepared for vGPU.
+	// on; the zero value models one already prepared for vGPU (which the
+	// P40 needs; later models also run vGPUs with ECC on, see
+	// GPUSpec.ECCWithVGPU).
 	ECC bool
 	// RAMBytes is the memory the host can give guests; 0 means
 	// DefaultRAMBytes. VMs with vGPUs reserve all their guest memory.

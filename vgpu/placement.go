@@ -5,8 +5,8 @@ import "fmt"
 // choose picks a GPU for each of n vGPUs of p, without changing anything:
 // breadth-first takes the GPU with the fewest vGPUs, depth-first the one
 // with the most that still has room, ties going to the lowest index; GPUs
-// that hold another type, are full, have ECC on, are in passthrough or are
-// of another model are skipped. The vGPUs of one VM go to different GPUs.
+// that hold another type, are full, have ECC on where the model refuses
+// it, are in passthrough or are of another model are skipped. The vGPUs of one VM go to different GPUs.
 // When nothing fits, the error says why for every GPU.
 func (h *Host) choose(p Profile, n int) ([]*GPU, error) {
 	pending := make([]int, len(h.gpus))

@@ -92,7 +92,7 @@ func TestP40ProfileTable(t *testing.T) {
 	if p, _ := ParseProfile("P40-12q"); p.MaxInstances != 2 {
 		t.Errorf("P40-12q: %d per GPU", p.MaxInstances)
 	}
-	if len(Profiles("T4")) != 0 || len(ProfileNames()) != len(want) {
+	if len(Profiles("M60")) != 0 || ProfileNames()[len(want)-1] != "P40-24C" {
 		t.Error("profile lists")
 	}
 }
@@ -107,13 +107,24 @@ func TestParseProfile(t *testing.T) {
 		{"P40-1q", "P40-1Q"},
 		{"P40-24C", "P40-24C"},
 		{"GRID P40-2B4", "P40-2B4"},
+		{"V100-8Q", "V100-8Q"},
+		{"GRID V100D-32Q", "V100D-32Q"},
+		{"nvidia-185", "V100D-32Q"},
+		{"t4-16c", "T4-16C"},
+		{"GRID T4-1B4", "T4-1B4"},
+		{"NVIDIA A100-4C", "A100-4C"},
+		{"nvidia A100-40c", "A100-40C"},
+		{"nvidia-473", "A100-40C"},
 	} {
 		p, err := ParseProfile(tc.in)
 		if err != nil || p.Name != tc.want {
 			t.Errorf("ParseProfile(%q) = %q, %v; want %q", tc.in, p.Name, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "P40-5Q", "P40-8", "M60-8Q", "GRID", "nvidia-999", "P40-8QQ"} {
+	// The A100 has no Q, B or A types, and its MIG-backed types are not
+	// modelled; no V100 type is larger than the GPU.
+	for _, bad := range []string{"", "P40-5Q", "P40-8", "M60-8Q", "GRID", "nvidia-999", "P40-8QQ",
+		"NVIDIA", "A100-4Q", "A100-1-5C", "V100-32Q", "T4-24Q", "NVIDIA GRID T4-1Q", "nvidia-"} {
 		_, err := ParseProfile(bad)
 		var ue *UnknownProfileError
 		if !errors.Is(err, ErrUnknownProfile) || !errors.As(err, &ue) {
@@ -140,6 +151,19 @@ func TestReservedFramebuffer(t *testing.T) {
 		{"P40-8Q", false, (512+16)*MiB + 42*MiB + 704*1024}, // 570.67 -> 570.6875
 		{"P40-12Q", true, (768 + 768 + 16 + 64) * MiB},      // ECC doubles the first term
 		{"P40-4C", false, (256+16+21)*MiB + 384*1024},       // 293.33 -> 293.375
+		// Turing: the compression term of the T4's 16 GB types, 28 MiB,
+		// and the ECC term (GDDR6).
+		{"T4-16C", false, (1024 + 16 + 128 + 28) * MiB},
+		{"T4-16C", true, (1024 + 1024 + 16 + 128 + 28) * MiB},
+		{"T4-16Q", false, (1024 + 16 + 128 + 28) * MiB},
+		{"T4-8Q", false, (512 + 16 + 64) * MiB},
+		{"T4-8Q", true, (512 + 512 + 16 + 64) * MiB},
+		// Volta and Ampere: HBM2, so no ECC term; no compression term.
+		{"V100-16Q", true, (1024 + 16 + 128) * MiB},
+		{"V100D-32Q", true, (2048 + 16 + 128) * MiB},
+		{"A100-40C", true, (2560 + 16 + 128) * MiB},
+		{"A100-5C", false, (320 + 16 + 16) * MiB},
+		{"A100-4C", false, (256+16+12)*MiB + 832*1024}, // 284.8 -> 284.8125
 	} {
 		p, err := ParseProfile(tc.name)
 		if err != nil {
