@@ -103,7 +103,9 @@
 // requests, each the model's MACs over the GPU's sustained throughput;
 // presets InceptionV3 and MobileNet), Training (iterations of forward and
 // backward passes, rewriting weights in the framebuffer and optimizer state
-// in guest RAM), CAD (frames at a target rate, rewriting render targets)
+// in guest RAM; with TrainingConfig.DataLoad, each first loads its batch on
+// the host while its vGPUs idle, the idle time the scheduler policies treat
+// differently), CAD (frames at a target rate, rewriting render targets)
 // and Desktop (light dirtying, little GPU work). Each reports Metrics over
 // any interval. Their framebuffer footprint ("used framebuffer") is set by
 // FootprintBytes. VM.SetThrottle cuts a workload's dirty rates and GPU work

@@ -15,10 +15,11 @@ import (
 // the format and against env's VM. Its first error stops it: later reads
 // return zero values. A suspend file's VM record is read with it too.
 type stateDecoder struct {
-	r    reader
-	kind string
-	env  *Env
-	err  *WorkloadStateError
+	r       reader
+	kind    string
+	version uint8 // of the layout, read from the header
+	env     *Env
+	err     *WorkloadStateError
 }
 
 // errStopped marks the reader of a decoder that has failed, so that it
@@ -28,11 +29,17 @@ var errStopped = errors.New("stopped")
 func newStateDecoder(env *Env, kind string, code uint8, b []byte) *stateDecoder {
 	d := &stateDecoder{r: reader{b: b}, kind: kind, env: env}
 	v := d.r.u8("version")
-	if d.r.err == nil && v != workloadStateVersion {
-		d.refuse(0, ErrStateVersion, nil, "version %d, this package reads %d", v, workloadStateVersion)
+	if d.r.err == nil && (v < workloadStateVersion || v > newestStateVersion) {
+		d.refuse(0, ErrStateVersion, nil, "version %d, this package reads %d to %d", v, workloadStateVersion, newestStateVersion)
 	}
-	if k := d.r.u8("kind"); d.r.err == nil && k != code {
+	d.version = v
+	k := d.r.u8("kind")
+	switch {
+	case d.r.err != nil:
+	case k != code:
 		d.corrupt(1, "kind %d, a %s state is kind %d", k, kind, code)
+	case v > maxStateVersion(code):
+		d.refuse(0, ErrStateVersion, nil, "version %d, a %s state is at most version %d", v, kind, maxStateVersion(code))
 	}
 	return d
 }
@@ -216,6 +223,11 @@ func (d *stateDecoder) trainingConfig() TrainingConfig {
 	c.PollInterval = d.dur("poll interval")
 	c.HistoryLimit = int(d.i64("history limit"))
 	c.Seed = d.u64("seed")
+	if d.version == trainingDataLoadVersion {
+		c.DataLoad = d.dur("data load")
+		c.DataLoadRatio = d.f64("data-load ratio")
+		c.DataLoadJitter = d.f64("data-load jitter")
+	}
 	return c
 }
 

@@ -3,6 +3,7 @@ package vgpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -64,8 +65,10 @@ func (e *stateEncoder) count32(n int, what string) {
 	e.b = le.AppendUint32(e.b, uint32(n))
 }
 
-func (e *stateEncoder) header(kind uint8) {
-	e.u8(workloadStateVersion)
+func (e *stateEncoder) header(kind uint8) { e.headerVersion(workloadStateVersion, kind) }
+
+func (e *stateEncoder) headerVersion(version, kind uint8) {
+	e.u8(version)
 	e.u8(kind)
 }
 
@@ -115,6 +118,11 @@ func (e *stateEncoder) trainingConfig(c TrainingConfig) {
 	e.i64(int64(c.PollInterval))
 	e.i64(int64(c.HistoryLimit))
 	e.u64(c.Seed)
+	if c.hasDataLoad() {
+		e.i64(int64(c.DataLoad))
+		e.f64(c.DataLoadRatio)
+		e.f64(c.DataLoadJitter)
+	}
 }
 
 func (e *stateEncoder) cadConfig(c CADConfig) {
@@ -210,6 +218,15 @@ func (e *stateEncoder) mix(m memory.Mix) {
 	}
 }
 
+// rng writes a rand.PCG's marshalled state as a str.
+func (e *stateEncoder) rng(p *rand.PCG, what string) {
+	b, err := p.MarshalBinary()
+	if err != nil {
+		e.fail("%s: %v", what, err)
+	}
+	e.str(string(b), what)
+}
+
 func (e *stateEncoder) span(s span) {
 	e.i64(s.off)
 	e.i64(s.size)
@@ -222,11 +239,7 @@ func (e *stateEncoder) sweeper(s sweeper) {
 }
 
 func (e *stateEncoder) service(s *service) {
-	rng, err := s.arrivals.MarshalBinary()
-	if err != nil {
-		e.fail("arrival random state: %v", err)
-	}
-	e.str(string(rng), "arrival random state")
+	e.rng(s.arrivals, "arrival random state")
 	e.i64(int64(s.next))
 	e.u64(s.seq)
 	e.i64(int64(s.rr))

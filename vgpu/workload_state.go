@@ -10,12 +10,12 @@ package vgpu
 // str is a u8 length and that many bytes); times are nanoseconds on the
 // saving host's clock:
 //
-//	header    u8 version (workloadStateVersion), u8 kind (1 inference,
-//	          2 training, 3 cad, 4 desktop)
+//	header    u8 version (workloadStateVersion; see below for 2), u8
+//	          kind (1 inference, 2 training, 3 cad, 4 desktop)
 //	config    the configuration, defaults filled in, field by field in
 //	          declaration order (Model: str name, i64 MACs, Layers,
 //	          Parameters, InputBytes, ActivationBytes; Precision and
-//	          PatternKind u8; Durations and ints i64)
+//	          PatternKind u8; Durations and ints i64; floats f64)
 //	base      f64 throttle, i64 last, u8 flags (1 running, 2 paused),
 //	          history, dirtier of guest RAM, u8 n, n dirtiers (vGPU i's
 //	          framebuffer)
@@ -40,6 +40,14 @@ package vgpu
 // writes f64 fps, i64 period, i64 next, u64 seq, flag in flight, u64 tag,
 // i64 sent at, i64 work, i64 render-target bytes and its render-target
 // sweeper. Nothing follows.
+//
+// Version 2 is a training's with a host phase (DataLoad or DataLoadRatio
+// set), and a training's only: its configuration goes on to the host
+// phase's fields (i64 DataLoad, f64 DataLoadRatio, f64 DataLoadJitter),
+// and after its optimizer span come str the jitter's random state and i64
+// the host phase left at a pause mid-phase (0 unless paused so). Every
+// other state, a training's without a host phase included, is version 1,
+// as it was before the phase existed.
 //
 // The encoding is canonical: a decoder accepts exactly what AppendState
 // writes, so decoding and encoding again gives back the same bytes.
@@ -97,8 +105,22 @@ func WorkloadDecoders() map[string]WorkloadDecoder {
 	}
 }
 
-// workloadStateVersion is the version of the layout above.
-const workloadStateVersion = 1
+// workloadStateVersion is the version of the layout above, and
+// trainingDataLoadVersion that of a training's with a host phase, the
+// newest.
+const (
+	workloadStateVersion    = 1
+	trainingDataLoadVersion = 2
+	newestStateVersion      = trainingDataLoadVersion
+)
+
+// maxStateVersion is the newest layout of a kind's state.
+func maxStateVersion(code uint8) uint8 {
+	if code == kindCodeTraining {
+		return trainingDataLoadVersion
+	}
+	return workloadStateVersion
+}
 
 // The kind byte after the version: a state handed to the decoder of
 // another kind is refused at once, not misread.
@@ -189,7 +211,12 @@ func (w *Inference) AppendState(dst []byte) ([]byte, error) {
 // StatefulWorkload).
 func (w *Training) AppendState(dst []byte) ([]byte, error) {
 	e := stateEncoder{b: dst}
-	e.header(kindCodeTraining)
+	phase := w.cfg.hasDataLoad()
+	if phase {
+		e.headerVersion(trainingDataLoadVersion, kindCodeTraining)
+	} else {
+		e.header(kindCodeTraining)
+	}
 	e.trainingConfig(w.cfg)
 	e.base(&w.base)
 	e.i64(int64(w.work))
@@ -211,6 +238,10 @@ func (w *Training) AppendState(dst []byte) ([]byte, error) {
 	e.span(w.weights)
 	e.span(w.acts)
 	e.span(w.optimizer)
+	if phase {
+		e.rng(w.loader, "data-load random state")
+		e.i64(int64(w.loadLeft))
+	}
 	return e.result(dst, w.StateKind())
 }
 

@@ -237,10 +237,7 @@ func (d *stateDecoder) rng(what string) *rand.PCG {
 		d.refuse(off, ErrCorruptState, err, "%s", what)
 		return nil
 	}
-	d.canonical(off, what, func(e *stateEncoder) {
-		m, _ := p.MarshalBinary() // a PCG's marshalling cannot fail
-		e.str(string(m), what)
-	})
+	d.canonical(off, what, func(e *stateEncoder) { e.rng(p, what) })
 	return p
 }
 
@@ -373,8 +370,13 @@ func (d *stateDecoder) training(w *Training) {
 	w.clock = d.dur("clock")
 	w.nextIter = d.u64("next iteration")
 	// At most QueueDepth iterations are ever queued (a throttle lowers the
-	// depth in force, never the ones already queued).
-	n := d.count32("iterations in flight", iterStateBytes, w.cfg.QueueDepth)
+	// depth in force, never the ones already queued), and one with a host
+	// phase.
+	limit := w.cfg.QueueDepth
+	if w.cfg.hasDataLoad() {
+		limit = 1
+	}
+	n := d.count32("iterations in flight", iterStateBytes, limit)
 	clear(w.remaining)
 	var prev uint64
 	for i := range n {
@@ -409,6 +411,27 @@ func (d *stateDecoder) training(w *Training) {
 	w.weights = d.fbSpan(memory.MixWeights(), "weights")
 	w.acts = d.fbSpan(memory.MixActivations(), "activations")
 	w.optimizer = d.span(d.env.RAM(), memory.MixWeights(), "optimizer state")
+	if d.version == trainingDataLoadVersion {
+		d.dataLoad(w)
+	}
+}
+
+// dataLoad reads a training's host phase in progress: the jitter's random
+// state and the phase a pause froze, which only a paused training between
+// iterations has, and which is at most the wait its last iteration's
+// completion set (from its end to the time the next batch is ready).
+func (d *stateDecoder) dataLoad(w *Training) {
+	w.loader = d.rng("data-load random state")
+	off := d.r.off
+	left := time.Duration(d.nonNeg("data load left"))
+	switch {
+	case d.failed() || left == 0:
+	case !w.running || !w.paused || w.inFlight > 0:
+		d.corrupt(off, "data load of %v left, and not paused between iterations", left)
+	case w.readyAt < w.lastDone || uint64(left) > uint64(w.readyAt)-uint64(w.lastDone):
+		d.corrupt(off, "data load of %v left, longer than the wait from %v to %v", left, w.lastDone, w.readyAt)
+	}
+	w.loadLeft = left
 }
 
 func (d *stateDecoder) cad(w *CAD) {

@@ -20,7 +20,8 @@ import (
 var fuzzStateSpec = VMSpec{ID: "fuzz", RAMBytes: 1 * GiB, RAMFootprintBytes: 64 * MiB, Profiles: []string{"P40-24Q", "P40-24Q"}}
 
 // fuzzStateWorkloads returns one workload of each kind that fits
-// fuzzStateSpec, by StateKind.
+// fuzzStateSpec, by StateKind, and a training with a host phase, as
+// "training-dataload".
 func fuzzStateWorkloads() map[string]StatefulWorkload {
 	inf, _ := NewInference(InferenceConfig{Model: MobileNet(), RequestsPerSec: 2000, FootprintBytes: 48 * MiB,
 		ActivationsBytes: 24 * MiB, RAMWorkingSetBytes: 8 * MiB, FramebufferDirtyBytesPerSec: 2 * MiB, HistoryLimit: 50, Seed: 1})
@@ -29,7 +30,10 @@ func fuzzStateWorkloads() map[string]StatefulWorkload {
 	cad, _ := NewCAD(CADConfig{SceneBytes: 32 * MiB, OpsPerPixel: 150000, RAMWorkingSetBytes: 16 * MiB, HistoryLimit: 20, Seed: 3})
 	desk, _ := NewDesktop(DesktopConfig{UpdatesPerSec: 300, SurfaceBytes: 16 * MiB, RAMWorkingSetBytes: 16 * MiB,
 		RAMDirtyPattern: memory.Rewrite, RAMDirtyBytesPerSec: 2 * MiB, HistoryLimit: 40, Seed: 4})
-	return map[string]StatefulWorkload{StateKindInference: inf, StateKindTraining: tr, StateKindCAD: cad, StateKindDesktop: desk}
+	load, _ := NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 2, FootprintBytes: 96 * MiB,
+		RAMDirtyBytesPerSec: MiB, HistoryLimit: 20, Seed: 5, DataLoad: 7 * time.Millisecond, DataLoadJitter: 0.25})
+	return map[string]StatefulWorkload{StateKindInference: inf, StateKindTraining: tr, StateKindCAD: cad, StateKindDesktop: desk,
+		StateKindTraining + "-dataload": load}
 }
 
 func fuzzStateVM(t tb, w Workload) (*Host, *VM) {
@@ -54,8 +58,15 @@ func FuzzWorkloadState(f *testing.F) {
 			}
 		}
 	})
-	for _, k := range kinds {
-		b, err := fuzzStateWorkloads()[k].AppendState(nil)
+	seeds := fuzzStateWorkloads()
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range seeds {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		b, err := seeds[k].AppendState(nil)
 		must(f, err)
 		f.Add(b)
 	}
@@ -104,7 +115,7 @@ func TestWriteWorkloadStateCorpus(t *testing.T) {
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
 		must(t, os.WriteFile(filepath.Join(fuzzCorpusDir, name), []byte(body), 0o644))
 	}
-	for kind, w := range fuzzStateWorkloads() {
+	for name, w := range fuzzStateWorkloads() {
 		h, vm := fuzzStateVM(t, w)
 		must(t, vm.Start())
 		advance(t, h, 300*time.Millisecond+999)
@@ -113,13 +124,13 @@ func TestWriteWorkloadStateCorpus(t *testing.T) {
 		must(t, vm.Pause())
 		paused, err := w.AppendState(nil)
 		must(t, err)
-		write("valid-"+kind+"-paused", paused)
+		write("valid-"+name+"-paused", paused)
 		must(t, vm.Stop())
 		stopped, err := w.AppendState(nil)
 		must(t, err)
-		write("valid-"+kind+"-stopped", stopped)
-		write("broken-"+kind+"-truncated", paused[:len(paused)*2/3])
-		write("broken-"+kind+"-version", append([]byte{2}, paused[1:]...))
+		write("valid-"+name+"-stopped", stopped)
+		write("broken-"+name+"-truncated", paused[:len(paused)*2/3])
+		write("broken-"+name+"-version", append([]byte{newestStateVersion + 1}, paused[1:]...))
 	}
 }
 

@@ -48,8 +48,17 @@ func stateCases() []stateCase {
 				RAMDirtyBytesPerSec: 3*MiB + 123, HistoryLimit: 300, Seed: 6})
 			return w
 		}},
+		{"training-dataload", []string{"P40-24C", "P40-24C"}, func() Workload {
+			// Saved in the middle of a host phase (see busy).
+			w, _ := NewTraining(TrainingConfig{Model: MobileNet(), BatchSize: 4, FootprintBytes: 128 * MiB,
+				RAMDirtyBytesPerSec: 4 * MiB, HistoryLimit: 40, Seed: 7, DataLoad: 7 * time.Millisecond, DataLoadJitter: 0.3})
+			return w
+		}},
 	}
 }
+
+// kind is the StateKind of c's workload.
+func (c stateCase) kind() string { return c.make().(StatefulWorkload).StateKind() }
 
 // stateHostConfig is the host every test of this file runs on; hosts made
 // of it run identically.
@@ -93,6 +102,10 @@ func busy(w Workload) bool {
 	case *Desktop:
 		return len(w.inflight) > 0
 	case *Training:
+		if w.cfg.hasDataLoad() {
+			// Between iterations, loading the next batch.
+			return w.inFlight == 0 && w.readyAt > w.clock
+		}
 		return len(w.remaining) > 0
 	case *CAD:
 		return w.inFlight
@@ -325,7 +338,7 @@ func TestWorkloadStateRoundTrip(t *testing.T) {
 					t.Errorf("%s: name %q, was %q", when, w.Name(), vm.Workload().Name())
 				}
 				for kind, dec := range WorkloadDecoders() {
-					if kind == c.name {
+					if kind == c.kind() {
 						continue
 					}
 					if _, err := dec(&vm.env, b); !errors.Is(err, ErrCorruptState) {
@@ -360,7 +373,7 @@ func TestWorkloadStateEnvs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, vm := busyStateVM(t, c, "h")
 			b := appendState(t, vm.Workload())
-			dec := WorkloadDecoders()[c.name]
+			dec := WorkloadDecoders()[c.kind()]
 			if _, err := dec(nil, b); !errors.Is(err, ErrIncompatibleState) {
 				t.Errorf("no VM: %v", err)
 			}
@@ -516,7 +529,7 @@ func TestWorkloadStateTruncated(t *testing.T) {
 	for _, c := range stateCases() {
 		_, vm := busyStateVM(t, c, c.name)
 		b := appendState(t, vm.Workload())
-		dec := WorkloadDecoders()[c.name]
+		dec := WorkloadDecoders()[c.kind()]
 		step := max(1, len(b)/3000)
 		for n := 0; n < len(b); n += step {
 			_, err := dec(&vm.env, b[:n])
@@ -582,11 +595,11 @@ func TestWorkloadStateFields(t *testing.T) {
 		{service{}, "base rate arrivals next seq rr inflight work chunk inBytes outBytes reqRing out"},
 		{Inference{}, "service cfg"},
 		{Desktop{}, "service cfg"},
-		{Training{}, "base cfg work clock nextIter remaining inFlight readyAt lastDone weights acts optimizer"},
+		{Training{}, "base cfg work clock nextIter remaining inFlight readyAt lastDone weights acts optimizer loader loadLeft"},
 		{CAD{}, "base cfg fps period next seq inFlight tag sentAt work rtBytes targets"},
 		{Model{}, "Name MACs Layers Parameters InputBytes ActivationBytes"},
 		{InferenceConfig{}, "Model RequestsPerSec Precision Efficiency FootprintBytes WeightsBytes ActivationsBytes RAMWorkingSetBytes RAMDirtyBytesPerSec RAMDirtyPattern FramebufferDirtyBytesPerSec HistoryLimit Seed"},
-		{TrainingConfig{}, "Model BatchSize Precision Efficiency FootprintBytes WeightsBytes ActivationsBytes OptimizerStateBytes RAMDirtyBytesPerSec QueueDepth PollInterval HistoryLimit Seed"},
+		{TrainingConfig{}, "Model BatchSize Precision Efficiency FootprintBytes WeightsBytes ActivationsBytes OptimizerStateBytes RAMDirtyBytesPerSec QueueDepth PollInterval HistoryLimit Seed DataLoad DataLoadRatio DataLoadJitter"},
 		{CADConfig{}, "TargetFPS WidthPixels HeightPixels OpsPerPixel Efficiency SceneBytes RenderBuffers FootprintBytes RAMWorkingSetBytes RAMDirtyBytesPerSec RAMDirtyPattern HistoryLimit Seed"},
 		{DesktopConfig{}, "UpdatesPerSec UpdatePixels OpsPerPixel Efficiency SurfaceBytes RAMWorkingSetBytes RAMDirtyBytesPerSec RAMDirtyPattern HistoryLimit Seed"},
 		{memory.PatternState{}, "Config RNG CarryByteNS Cursor Written Passes"},

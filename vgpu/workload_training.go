@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -12,7 +13,10 @@ import (
 type TrainingConfig struct {
 	// Model is the network trained [InceptionV3].
 	Model Model
-	// BatchSize is the samples per iteration and vGPU [32].
+	// BatchSize is the samples per iteration and vGPU [32; the default
+	// batch size of Keras's Model.fit, and the size "GPU Virtualization for
+	// Machine Learning Workloads, Part 2" (VMware blog, 2020) does not
+	// give, so an assumption].
 	BatchSize int
 	// Precision and Efficiency measure the work against the GPU's peak
 	// [FP32, 0.4; assumption: large-batch training keeps more of the GPU
@@ -31,26 +35,54 @@ type TrainingConfig struct {
 	// Model.ActivationBytes, capped at what fits].
 	ActivationsBytes int64
 	// OptimizerStateBytes is the optimizer state kept in guest RAM and
-	// rewritten every iteration [2 x WeightsBytes: Adam's two moments].
+	// rewritten every iteration [2 x WeightsBytes: the two moment
+	// estimates Adam keeps per weight (Diederik P. Kingma, Jimmy Ba, "Adam:
+	// A Method for Stochastic Optimization", ICLR 2015, Algorithm 1)].
 	OptimizerStateBytes int64
 	// RAMDirtyBytesPerSec is the input pipeline's background dirtying of
 	// the optimizer's region [0].
 	RAMDirtyBytesPerSec int64
 	// QueueDepth is how many iterations the framework keeps queued on the
-	// GPU ahead of the one running [2].
+	// GPU ahead of the one running [2; assumption: enough that the GPU
+	// never waits for a launch, which is what asynchronous launches are
+	// for, and no more, so that a throttle takes effect within two
+	// iterations].
 	QueueDepth int
 	// PollInterval is how often the framework's launch thread tops the
-	// queue up [1 ms].
+	// queue up [1 ms; assumption: a launch thread's wake-up, well under an
+	// iteration of a few milliseconds].
 	PollInterval time.Duration
 	HistoryLimit int
 	Seed         uint64
+	// DataLoad is every iteration's host phase: the time the input
+	// pipeline takes on the VM's CPUs to load and preprocess the batch
+	// before the iteration's GPU work is submitted, during which the VM
+	// gives its vGPUs no work [0: none, the batch is always ready; at
+	// most an hour]. As in a training loop without prefetching, the next
+	// batch is loaded only once the iteration is done, so one iteration
+	// is in flight at a time (QueueDepth is not used). The phase is
+	// frozen while the VM is paused: a stunned VM's CPUs do not run.
+	// The default is 0 because the source documents give no figure for
+	// it (seed 001 shows its effect, not its length).
+	DataLoad time.Duration
+	// DataLoadRatio sets the host phase instead as a multiple of the
+	// iteration's GPU work on the whole GPU (IterationWork) [0; at most
+	// 1000]. At most one of DataLoad and DataLoadRatio is set.
+	DataLoadRatio float64
+	// DataLoadJitter spreads each iteration's host phase uniformly over
+	// [1-j, 1+j] times its length, drawn from Seed, so that VMs sharing a
+	// GPU do not load in lockstep [0: every phase alike; at most 1].
+	DataLoadJitter float64
 }
 
 // Training runs iterations back to back: each is one GPU job per vGPU of
-// three times the forward pass's MACs (forward and backward) for the
-// batch; when it finishes, the optimizer step rewrites the weights in the
-// framebuffer and the optimizer state in guest RAM. It reports iterations
-// per second and iteration time (its training time).
+// three times the forward pass's MACs for the batch (the backward pass
+// costs about twice the forward one: Jared Kaplan et al., "Scaling Laws for
+// Neural Language Models", arXiv 2001.08361, 2020, section 2.1); when it finishes, the optimizer step rewrites the weights in the
+// framebuffer and the optimizer state in guest RAM. With a host phase
+// (DataLoad, DataLoadRatio) each iteration first loads its batch on the
+// host, leaving its vGPUs idle meanwhile. It reports iterations per second
+// and iteration time (its training time, host phase included).
 type Training struct {
 	base
 	cfg       TrainingConfig
@@ -64,6 +96,8 @@ type Training struct {
 	weights   span
 	acts      span
 	optimizer span
+	loader    *rand.PCG     // draws the host phases' jitter
+	loadLeft  time.Duration // the host phase left at a pause mid-phase, else 0
 }
 
 // NewTraining returns a training workload; it starts with its VM.
@@ -113,8 +147,11 @@ func NewTraining(cfg TrainingConfig) (*Training, error) {
 	if err := checkEfficiency(cfg.Efficiency); err != nil {
 		return nil, err
 	}
+	if err := checkDataLoad(&cfg); err != nil {
+		return nil, err
+	}
 	return &Training{base: base{name: "training " + cfg.Model.Name, hist: newHistory(cfg.HistoryLimit)},
-		cfg: cfg, remaining: make(map[uint64]int)}, nil
+		cfg: cfg, remaining: make(map[uint64]int), loader: rand.NewPCG(derive(cfg.Seed, seedDataLoad), 0)}, nil
 }
 
 // Config returns the configuration, defaults filled in.
@@ -155,6 +192,9 @@ func (w *Training) place(env *Env) (weights, acts, optimizer span, err error) {
 
 // Fits reports whether the workload fits env's VM (see Fitter).
 func (w *Training) Fits(env *Env) error {
+	if err := w.checkPhase(env.GPU()); err != nil {
+		return err
+	}
 	_, _, _, err := w.place(env)
 	return err
 }
@@ -162,6 +202,9 @@ func (w *Training) Fits(env *Env) error {
 // Start loads the model and queues the first iterations.
 func (w *Training) Start(env *Env) error {
 	c := w.cfg
+	if err := w.checkPhase(env.GPU()); err != nil {
+		return err
+	}
 	var err error
 	if w.weights, w.acts, w.optimizer, err = w.place(env); err != nil {
 		return err
@@ -191,13 +234,21 @@ func (w *Training) Start(env *Env) error {
 	w.inFlight = 0
 	now := env.Now()
 	w.running, w.paused, w.last, w.clock, w.readyAt, w.lastDone = true, false, now, now, now, now
+	w.loadLeft = 0
+	if c.hasDataLoad() {
+		// The first batch is loaded before the first iteration: the
+		// launch thread submits it at the first poll after.
+		w.readyAt += w.nextPhase()
+		return nil
+	}
 	return w.topUp(env)
 }
 
-// depth is the queue depth in force: a throttled framework keeps one
-// iteration in flight and waits between iterations.
+// depth is the queue depth in force: a throttled framework, or one that
+// loads each batch before its iteration, keeps one iteration in flight and
+// waits between iterations.
 func (w *Training) depth() int {
-	if w.throttle > 0 {
+	if w.throttle > 0 || w.cfg.hasDataLoad() {
 		return 1
 	}
 	return w.cfg.QueueDepth
@@ -282,28 +333,39 @@ func (w *Training) Complete(env *Env, dev int, c sched.Completion) error {
 	w.hist.add(record{start: w.lastDone, end: c.Finished})
 	w.lastDone = c.Finished
 	w.readyAt = c.Finished
+	if w.cfg.hasDataLoad() {
+		// The next batch is loaded before the next iteration goes out.
+		w.readyAt += w.nextPhase()
+	}
 	if w.throttle > 0 {
 		// A throttled framework waits between iterations so that the GPU
-		// is busy 1-f of the time.
+		// is busy 1-f of the time (less, with a host phase).
 		w.readyAt += time.Duration(float64(float64(w.work) * w.throttle / (1 - w.throttle)))
 	}
 	return w.optimizer.fill(env.RAM())
 }
 
 // Resume continues after a pause or a hand-over: the queue is topped up at
-// the first poll.
+// the first poll, or once the rest of a host phase the pause froze is
+// done.
 func (w *Training) Resume(env *Env) error {
 	w.resume(env)
 	w.clock = max(w.clock, env.Now())
 	w.readyAt = max(w.readyAt, env.Now())
+	if w.loadLeft > 0 {
+		w.readyAt = env.Now() + w.loadLeft
+		w.loadLeft = 0
+	}
 	return nil
 }
 
-// Stop ends training; queued iterations are lost.
+// Stop ends training; queued iterations and a batch being loaded are
+// lost.
 func (w *Training) Stop(env *Env) {
 	w.running = false
 	clear(w.remaining)
 	w.inFlight = 0
+	w.loadLeft = 0
 }
 
 // SetThrottle slows training: one iteration at a time with a pause after

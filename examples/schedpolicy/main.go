@@ -3,13 +3,15 @@
 // "GPU Virtualization for Machine Learning Workloads, Part 2" (Uday
 // Kurkure, Lan Vu, Hari Sivaraman; VMware blog, 2020).
 //
-// VMs of several P40 profiles train side by side, each step a burst of GPU
-// work followed by host-side batch loading. Best effort lends every idle
-// moment of the GPU, so it shows higher utilization and shorter training;
-// equal and fixed share reserve each VM's slot even when it is idle. The
-// second scenario puts one training VM next to idle, then busy, neighbours:
-// under best effort its training time depends on what the neighbours do;
-// under equal and fixed share it does not.
+// VMs of several P40 profiles train side by side with the library's
+// training workload (vgpu.NewTraining), each step loading its batch on the
+// host (TrainingConfig.DataLoad), the vGPU idle meanwhile, then running on
+// the GPU. Best effort lends every idle moment of the GPU, so it shows
+// higher utilization and shorter training; equal and fixed share reserve
+// each VM's slot even when it is idle. The second scenario puts one
+// training VM next to idle, then busy, neighbours (training with their
+// input always ready): under best effort its training time depends on
+// what the neighbours do; under equal and fixed share it does not.
 //
 // Usage:
 //
@@ -33,8 +35,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/vgpu"
 )
 
 func main() {
@@ -100,8 +104,12 @@ func output(stdout io.Writer, p params, rows []row, csvOut csvFlag) error {
 	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
 		return writeCSV(stdout, rows)
 	}
-	fmt.Fprintf(stdout, "Training VMs on a Tesla P40: %d steps of %v GPU work (kernels of %v) and %v of batch loading each.\n\n",
-		p.steps, p.gpuWork, p.kernel, p.cpuWork)
+	w, err := p.training(0, false)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Training VMs on a Tesla P40 (%s, batch %d): %d steps of %v GPU work and %v ± %.0f %% of batch loading each.\n\n",
+		p.model.Name, p.batch, p.steps, w.IterationWork(vgpu.P40()).Round(time.Microsecond), p.dataLoad, 100*p.dataJitter)
 	if err := writeTable(stdout, rows); err != nil {
 		return err
 	}
