@@ -17,14 +17,27 @@ const (
 	// ClassZero is an all-zero page.
 	ClassZero Class = iota
 	// ClassWeights is model weights: float32, normally distributed
-	// (mean 0, standard deviation 0.02). Incompressible in practice.
+	// (mean 0, standard deviation 0.02). Incompressible in practice. The
+	// 0.02 is the standard deviation transformer weights are initialised
+	// with (initializer_range, 0.02 by default in Hugging Face
+	// Transformers' BertConfig and GPT2Config, after Google's BERT
+	// reference code); assumption: trained weights keep that scale. The
+	// class compresses about 1.0:1 at zstd's fastest level.
 	ClassWeights
 	// ClassActivations is ReLU activations: float32, half of them zero,
-	// the rest half-normal. Moderately compressible.
+	// the rest half-normal. Moderately compressible (about 1.7:1 at
+	// zstd's fastest level). Assumption: the pre-activations are
+	// batch-normalised to zero mean and unit variance (Ioffe and Szegedy,
+	// "Batch Normalization", ICML 2015), so ReLU zeroes half of them and
+	// leaves a unit half-normal.
 	ClassActivations
 	// ClassText is low-entropy text: words of a small vocabulary, drawn
 	// with a skewed frequency, separated by spaces and punctuation.
-	// Compresses about three to one.
+	// Compresses about three to one: published, enwik9 (English
+	// Wikipedia) compresses 2.91:1 at the fastest level of the zstd
+	// encoder this project uses (klauspost/compress v1.20.3,
+	// zstd/README.md, enwik9 row at level 1); the generator gives about
+	// 2.5:1 in the 4 KiB frames of a page.
 	ClassText
 	// ClassRandom is uniformly random bytes.
 	ClassRandom

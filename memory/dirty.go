@@ -38,3 +38,28 @@ func (r *Region) StopDirtyLog() { r.log.stop() }
 
 // DirtyLogging reports whether r's dirty log is on.
 func (r *Region) DirtyLogging() bool { return r.log.on.Load() }
+
+// DirtyClasses counts the pages written since the last collect by the
+// class each holds now, without clearing the log: counts[c] gains the
+// pages of each generated class c, counts[ClassExplicit] those whose bytes
+// were written explicitly. It returns how many pages it counted (zero with
+// the log off). A migration asks it when a pre-copy round arrives, to
+// predict what the pages left dirty will take on the wire from what they
+// hold rather than from what was sent before. It fails only for a window
+// that was unmapped.
+func (r *Region) DirtyClasses(counts *[ClassExplicit + 1]int64) (int, error) {
+	if counts == nil {
+		return 0, configError("dirty classes into a nil count")
+	}
+	if r.unmapped.Load() {
+		return 0, ErrUnmapped
+	}
+	sp := r.sp
+	return r.log.each(func(p int) {
+		l := sp.lock(r.first + p)
+		l.RLock()
+		c, _ := sp.state(r.first + p)
+		l.RUnlock()
+		counts[min(c, ClassExplicit)]++
+	}), nil
+}

@@ -193,3 +193,19 @@ func (l *dirtyLog) clearLocked() {
 // current returns the bitmap writers mark, for tests and benchmarks that
 // set bits directly. No collect may run at the same time.
 func (l *dirtyLog) current() []uint64 { return l.bufs[l.cur] }
+
+// each calls f with every page whose bit is set, in order, without
+// clearing it, and returns how many there were. It holds l.mu, as collect
+// does, so that f may take stripe locks in the order collect takes them.
+func (l *dirtyLog) each(f func(p int)) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for i := range l.bufs[l.cur] {
+		for w := atomic.LoadUint64(&l.bufs[l.cur][i]); w != 0; w &= w - 1 {
+			f(i<<6 | bits.TrailingZeros64(w))
+			n++
+		}
+	}
+	return n
+}

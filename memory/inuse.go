@@ -66,3 +66,24 @@ func (r *Region) eachUsed(f func(first, n int)) error {
 	}
 	return nil
 }
+
+// UsedClasses counts r's pages in use (PageState.InUse) by the class each
+// holds: counts[c] gains the pages of each generated class c,
+// counts[ClassExplicit] those whose bytes were written explicitly. A
+// Legacy migration asks it of each framebuffer, whose pages in use its
+// stun moves whole, to predict their wire size from what they hold. It
+// fails only for a window that was unmapped, or, changing nothing, for a
+// nil counts.
+func (r *Region) UsedClasses(counts *[ClassExplicit + 1]int64) error {
+	if counts == nil {
+		return configError("used classes into a nil count")
+	}
+	sp := r.sp
+	// eachUsed calls f under the chunk's lock, which state needs.
+	return r.eachUsed(func(first, n int) {
+		for q := first; q < first+n; q++ {
+			c, _ := sp.state(r.first + q)
+			counts[min(c, ClassExplicit)]++
+		}
+	})
+}

@@ -48,7 +48,7 @@ func TestLegacyFitsPublishedStun(t *testing.T) {
 			src, dst := hostPair(t, memory.Synthetic, 1)
 			vm := calibrationVM(t, src, "P40-24Q", int64(p.UsedGiB)*GiB)
 			sameClock(t, src, dst)
-			est, err := EstimateStun(vm, GbE10(), Legacy)
+			est, err := EstimateStun(vm, Config{Policy: Policy{Mode: Legacy}, Link: GbE10()})
 			must(t, err)
 			rep, err := Migrate(vm, dst, Config{Policy: Policy{Mode: Legacy, StunLimit: VSphere67U1StunLimit}, Fidelity: Model})
 			must(t, err)
@@ -168,13 +168,13 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 func TestEstimateMatchesFit(t *testing.T) {
 	src, _ := hostPair(t, memory.Synthetic, 1)
 	vm := calibrationVM(t, src, "P40-24Q", 4*GiB)
-	est, err := EstimateStun(vm, GbE10(), Legacy)
+	est, err := EstimateStun(vm, Config{Policy: Policy{Mode: Legacy}, Link: GbE10()})
 	must(t, err)
 	fit := PublishedFitFixedStun + 4*PublishedFitStunPerGiB
 	if d := est.Total - fit; d < -50*time.Millisecond || d > 50*time.Millisecond {
 		t.Errorf("estimate %v, fit %v", est.Total, fit)
 	}
-	pre, err := EstimateStun(vm, GbE10(), PreCopy)
+	pre, err := EstimateStun(vm, Config{Link: GbE10()})
 	must(t, err)
 	if pre.Total >= time.Second || pre.CheckpointPath != 0 {
 		t.Errorf("pre-copy floor %+v", pre)

@@ -68,6 +68,10 @@ func (c Codec) Level() checkpoint.Level {
 // to the most.
 var autoLevels = [...]checkpoint.Level{checkpoint.LevelNone, checkpoint.LevelS2, checkpoint.LevelFastest}
 
+// AutoLevels returns the levels CodecAuto and the live mode's adaptive
+// codec choose among, from the least CPU to the most.
+func AutoLevels() []checkpoint.Level { return append([]checkpoint.Level(nil), autoLevels[:]...) }
+
 // CodecCost is what sending pages at one level costs: how fast a worker
 // encodes them and how many bytes they take on the wire.
 type CodecCost struct {

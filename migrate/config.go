@@ -47,7 +47,7 @@ const (
 	// second; choose it to test the copy path itself.
 	Bytes Fidelity = iota + 1
 	// Model counts pages by content class and takes each class's wire
-	// size from compressing a real sample of it once per Sim; the
+	// size from compressing a real sample of it once per process; the
 	// destination regenerates the pages (same classes, generations and
 	// window seeds). A 24 GB framebuffer migrates in well under a second
 	// of wall time, with the stun and wire bytes of Bytes fidelity within
@@ -103,14 +103,27 @@ type ThrottleSteps struct {
 }
 
 // DefaultThrottle returns QEMU auto-converge's default: 20 %, then 10 %
-// more a round, at most 99 %.
+// more a round, at most 99 % (QEMU source, migration/migration.c, since
+// moved to migration/options.c: DEFAULT_MIGRATE_CPU_THROTTLE_INITIAL
+// 20, DEFAULT_MIGRATE_CPU_THROTTLE_INCREMENT 10,
+// DEFAULT_MIGRATE_MAX_CPU_THROTTLE 99). The package cuts the workload's
+// rates where QEMU sleeps the vCPUs.
 func DefaultThrottle() ThrottleSteps { return ThrottleSteps{Start: 0.20, Step: 0.10, Max: 0.99} }
 
 // Defaults of Config.
 const (
-	// DefaultStunTarget is vMotion's standard stun: one second.
+	// DefaultStunTarget is vMotion's standard stun: one second, the
+	// standard the GTC 2019 talk "vMotion for NVIDIA GRID vGPU Virtual
+	// Machines: Case Study of vMotion Using MLaaS" (Sivaraman, Skarlatos,
+	// Vu, Kurkure) sets for a future vGPU pre-copy to meet. For
+	// comparison: vMotion stops pre-copy when what is left fits its 500 ms
+	// switchover-time goal (Broadcom KB 436882), and QEMU's default
+	// downtime limit is 300 ms (migration/options.c,
+	// DEFAULT_MIGRATE_SET_DOWNTIME).
 	DefaultStunTarget = time.Second
-	// DefaultMaxRounds bounds pre-copy rounds.
+	// DefaultMaxRounds bounds pre-copy rounds. It is this package's
+	// bound, not a modelled figure: no source used here gives a round
+	// limit for vMotion or QEMU.
 	DefaultMaxRounds = 30
 	// DefaultBatchBytes is the raw page bytes a batch record holds.
 	DefaultBatchBytes = 1 << 20

@@ -71,9 +71,10 @@ type CoreConfig struct {
 	// at restore; zero when the driver does not model it (the costs then
 	// hold the device checkpoint's whole time).
 	PCIeBytesPerSec int64
-	// UsedFramebufferBytes is, in Legacy mode, the framebuffer in use when
-	// the migration starts, for the estimate before round 0.
-	UsedFramebufferBytes int64
+	// UsedFramebuffer is, in Legacy mode, the framebuffer in use when the
+	// migration starts (Source.UsedFramebuffer), for the estimate before
+	// round 0.
+	UsedFramebuffer Pages
 }
 
 // ActionKind says what a driver does next.
@@ -164,7 +165,7 @@ func NewCore(cfg CoreConfig, now time.Duration, detail string) (*Core, error) {
 		return nil, err
 	}
 	switch {
-	case cfg.Framebuffers < 0 || cfg.Devices < 0 || cfg.DeviceStateBytes < 0 || cfg.UsedFramebufferBytes < 0:
+	case cfg.Framebuffers < 0 || cfg.Devices < 0 || cfg.DeviceStateBytes < 0 || cfg.UsedFramebuffer.RawBytes < 0:
 		return nil, fmt.Errorf("%w: negative region, device or byte count", ErrConfig)
 	case cfg.StunLatency < 0 || cfg.NominalBandwidthBytesPerSec < 0 || cfg.PCIeBytesPerSec < 0:
 		return nil, fmt.Errorf("%w: negative latency or rate", ErrConfig)

@@ -15,12 +15,12 @@ func (c *Core) beginRound(now time.Duration) Action {
 	return Action{Kind: DoCopyRound, Round: c.round, Regions: c.cfg.Policy.tracked(c.cfg.Framebuffers + 1), AllInUse: c.round == 0}
 }
 
-// RoundArrived reports at now that the round sent has arrived, with
-// dirtyBytes the raw size of the pages the tracked regions logged as
-// dirty meanwhile and, in Legacy mode, usedFramebufferBytes the
-// framebuffer in use. It closes the round and decides: another round
+// RoundArrived reports at now that the round sent has arrived, with dirty
+// the pages the tracked regions logged as dirty meanwhile (Source.Dirty)
+// and, in Legacy mode, usedFramebuffer the framebuffer in use
+// (Source.UsedFramebuffer). It closes the round and decides: another round
 // (throttled, perhaps), the switchover, or failure.
-func (c *Core) RoundArrived(now time.Duration, dirtyBytes, usedFramebufferBytes int64) Action {
+func (c *Core) RoundArrived(now time.Duration, dirty, usedFramebuffer Pages) Action {
 	if c.phase != PhasePreCopy {
 		return c.Fail(now, fmt.Errorf("%w: a round arrived in %v", ErrConfig, c.phase))
 	}
@@ -31,11 +31,14 @@ func (c *Core) RoundArrived(now time.Duration, dirtyBytes, usedFramebufferBytes 
 		// Nothing measured: assume the nominal rate, or the least one.
 		r.BandwidthBytesPerSec = max(c.cfg.NominalBandwidthBytesPerSec, 1)
 	}
-	r.DirtyBytes = max(dirtyBytes, 0)
+	r.DirtyBytes = max(dirty.RawBytes, 0)
 	r.DirtyRateBytesPerSec = BytesPerSec(r.DirtyBytes, r.Duration)
-	// The expected stun takes the wire ratio of the rounds before this
-	// one; the dirty rate's wire size, below, takes this one's too.
-	est := c.expectedStun(r.DirtyBytes, r.BandwidthBytesPerSec, max(usedFramebufferBytes, 0))
+	// The dirty pages' wire size is predicted from their own content
+	// classes; only pages of unknown content take the wire ratio of the
+	// rounds before this one. The dirty rate, below, is judged at the
+	// ratio of the pages it dirtied.
+	r.DirtyWireBytes = dirty.wire(c.wireRatio())
+	est := c.expectedStun(r.DirtyWireBytes, r.BandwidthBytesPerSec, usedFramebuffer)
 	r.ExpectedStun = est.Total
 	c.rep.Rounds = append(c.rep.Rounds, *r)
 	c.rep.PreCopy.Add(r.Total())
@@ -52,9 +55,8 @@ func (c *Core) RoundArrived(now time.Duration, dirtyBytes, usedFramebufferBytes 
 	if c.cfg.Policy.Mode == Legacy {
 		judged = est.dirtyWire
 	}
-	num, den := c.wireRatio()
 	p := c.cfg.Policy
-	why, stop := judgeRound(judged, p.StunTarget, c.round, p.MaxRounds, scaleBytes(r.DirtyRateBytesPerSec, num, den),
+	why, stop := judgeRound(judged, p.StunTarget, c.round, p.MaxRounds, scaleBytes(r.DirtyRateBytesPerSec, r.DirtyWireBytes, r.DirtyBytes),
 		r.BandwidthBytesPerSec, stalled(c.rep.Rounds))
 	switch {
 	case !stop:
@@ -102,8 +104,9 @@ func (c *Core) wireRatio() (num, den int64) {
 // inputs are the estimate's inputs that the configuration fixes.
 func (cfg CoreConfig) inputs() stunInputs {
 	return stunInputs{mode: cfg.Policy.Mode, costs: cfg.Costs, latency: cfg.StunLatency, devices: cfg.Devices,
-		deviceStateBytes: cfg.DeviceStateBytes, wireNum: 1, wireDen: 1, bandwidthBps: cfg.NominalBandwidthBytesPerSec,
-		pcieBps: cfg.PCIeBytesPerSec, usedFramebufferRaw: cfg.UsedFramebufferBytes}
+		deviceStateBytes: cfg.DeviceStateBytes, bandwidthBps: cfg.NominalBandwidthBytesPerSec,
+		pcieBps: cfg.PCIeBytesPerSec, usedFramebufferRaw: max(cfg.UsedFramebuffer.RawBytes, 0),
+		usedFramebufferWire: cfg.UsedFramebuffer.wire(1, 1)}
 }
 
 // floor is the stun if pre-copy converged with nothing left dirty, at the
@@ -112,14 +115,14 @@ func (cfg CoreConfig) inputs() stunInputs {
 func (cfg CoreConfig) floor() StunEstimate { return cfg.inputs().estimate() }
 
 // expectedStun is the switchover rule's prediction after a round: the
-// pages dirty now, at the wire ratio measured so far, and the device
-// state, over the bandwidth measured in the round, plus the fixed costs
-// and, in Legacy mode, the used framebuffer's passage.
-func (c *Core) expectedStun(dirtyRaw, bandwidthBps, usedFramebufferRaw int64) StunEstimate {
+// pages dirty now, dirtyWire bytes on the wire, and the device state, over
+// the bandwidth measured in the round, plus the fixed costs and, in Legacy
+// mode, the used framebuffer's passage.
+func (c *Core) expectedStun(dirtyWire, bandwidthBps int64, usedFramebuffer Pages) StunEstimate {
 	in := c.cfg.inputs()
-	in.dirtyRawBytes = dirtyRaw
-	in.wireNum, in.wireDen = c.wireRatio()
+	in.dirtyWireBytes = dirtyWire
 	in.bandwidthBps = bandwidthBps
-	in.usedFramebufferRaw = usedFramebufferRaw
+	in.usedFramebufferRaw = max(usedFramebuffer.RawBytes, 0)
+	in.usedFramebufferWire = usedFramebuffer.wire(c.wireRatio())
 	return in.estimate()
 }

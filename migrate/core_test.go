@@ -41,7 +41,7 @@ func feed(t *testing.T, c *Core, rounds []round) (Action, time.Duration, []Actio
 		c.Sent(0, Traffic{Pages: r.rawBytes / 4096, RawBytes: r.rawBytes, WireBytes: r.wireBytes})
 		c.RoundQueued(r.wireBytes)
 		now += r.took
-		a = c.RoundArrived(now, r.dirtyBytes, 0)
+		a = c.RoundArrived(now, Pages{RawBytes: r.dirtyBytes}, Pages{})
 	}
 	return a, now, seen
 }
@@ -139,9 +139,9 @@ func TestCoreSwitchover(t *testing.T) {
 // the migration before anything moves; at or over it, the Core starts.
 func TestCoreStunLimitBeforeStart(t *testing.T) {
 	cfg := CoreConfig{VM: "vm", Costs: PreCopyCosts(), NominalBandwidthBytesPerSec: 1e9, Devices: 1, DeviceStateBytes: 1e6, PCIeBytesPerSec: 1e9}
-	floor := cfg.floor().Total // 300 ms + 1 ms twice over PCIe + 1 ms on the link
-	if floor != 303*time.Millisecond {
-		t.Fatalf("floor %v, want 303ms", floor)
+	floor := cfg.floor().Total // 100 ms + 1 ms twice over PCIe + 1 ms on the link
+	if floor != 103*time.Millisecond {
+		t.Fatalf("floor %v, want 103ms", floor)
 	}
 	for _, tc := range []struct {
 		limit time.Duration
@@ -174,7 +174,7 @@ func TestCoreStunSequence(t *testing.T) {
 				t.Fatalf("round 0: %+v", a)
 			}
 			c.RoundQueued(1000)
-			a = c.RoundArrived(time.Millisecond, 0, 0)
+			a = c.RoundArrived(time.Millisecond, Pages{}, Pages{})
 			want := []ActionKind{DoSwitchOver, DoPause, DoSaveDevices, DoSendFinalRAM, DoSendFinalFramebuffers,
 				DoSendDeviceStates, DoRestore, DoResume, DoRelease, DoNothing}
 			now := time.Millisecond
@@ -220,7 +220,7 @@ func TestCoreFailEveryPhase(t *testing.T) {
 				now += time.Millisecond
 				if c.Phase() == PhasePreCopy {
 					c.RoundQueued(1)
-					c.RoundArrived(now, 0, 0)
+					c.RoundArrived(now, Pages{}, Pages{})
 					continue
 				}
 				c.Done(now)
@@ -249,7 +249,7 @@ func TestCoreFailEveryPhase(t *testing.T) {
 // migration with ErrConfig rather than corrupt its account.
 func TestCoreMisuse(t *testing.T) {
 	c := coreFixture(t, Policy{})
-	if a := c.RoundArrived(0, 0, 0); a.Kind != DoRollBack || !errors.Is(a.Err, ErrConfig) {
+	if a := c.RoundArrived(0, Pages{}, Pages{}); a.Kind != DoRollBack || !errors.Is(a.Err, ErrConfig) {
 		t.Fatalf("a round arriving in setup: %+v", a)
 	}
 	c = coreFixture(t, Policy{})
@@ -299,7 +299,7 @@ func TestCoreEdges(t *testing.T) {
 	c := coreFixture(t, Policy{})
 	c.Done(0)
 	c.RoundQueued(0)
-	if a := c.RoundArrived(0, 0, 0); a.Kind != DoSwitchOver || c.Report().Rounds[0].BandwidthBytesPerSec != 1e9 {
+	if a := c.RoundArrived(0, Pages{}, Pages{}); a.Kind != DoSwitchOver || c.Report().Rounds[0].BandwidthBytesPerSec != 1e9 {
 		t.Fatalf("%v at %d B/s", a.Kind, c.Report().Rounds[0].BandwidthBytesPerSec)
 	}
 	for c.Phase() != PhaseRelease {
@@ -344,8 +344,11 @@ func TestCoreNeverPanics(t *testing.T) {
 		t.Fatalf("nil VM: %v", err)
 	}
 	var s *Source
-	if s.Pause() == nil || s.SetThrottle(0) == nil || s.Check(PhaseSetup) == nil || s.DirtyBytes(-1) != 0 || s.Regions() != nil {
+	if s.Pause() == nil || s.SetThrottle(0) == nil || s.Check(PhaseSetup) == nil || s.Regions() != nil {
 		t.Fatal("a nil Source")
+	}
+	if _, err := s.Dirty(1, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a nil Source's dirty pages: %v", err)
 	}
 	if _, _, err := s.Commit(); !errors.Is(err, ErrConfig) || s.Release() == nil || s.Committed() || s.OwnerThrottle() != 0 {
 		t.Fatal("a nil Source commits or releases")
@@ -357,7 +360,8 @@ func TestCoreNeverPanics(t *testing.T) {
 	vm := inferenceVM(t, h, "vm", "P40-1Q", 64*MiB, 8*MiB, tinyModel, 1)
 	src, err := NewSource(vm)
 	must(t, err)
-	if src.DirtyBytes(-1) != 0 || src.SendRegions(-3, 99, false, nil, nil) == nil {
+	noWire := func(*[memory.ClassExplicit]int64, int) (int64, error) { return 0, errors.New("not asked") }
+	if d, err := src.Dirty(-1, noWire); err != nil || d != (Pages{}) || src.SendRegions(-3, 99, false, nil, nil) == nil {
 		t.Fatal("out of range")
 	}
 }
@@ -366,7 +370,7 @@ func TestCoreNeverPanics(t *testing.T) {
 // driver does not model (no PCIe rate, no path rate) counts the link
 // alone, and no sum of costs wraps into a negative stun.
 func TestEstimateSaturates(t *testing.T) {
-	in := stunInputs{mode: Legacy, usedFramebufferRaw: 1 << 30, wireNum: 1, wireDen: 1, bandwidthBps: 1 << 30}
+	in := stunInputs{mode: Legacy, usedFramebufferRaw: 1 << 30, usedFramebufferWire: 1 << 30, bandwidthBps: 1 << 30}
 	if e := in.estimate(); e.CheckpointPath != time.Second || e.Total <= 0 {
 		t.Fatalf("unmodelled path: %+v", e)
 	}

@@ -149,8 +149,27 @@
 // fitted to within 0.5 %; fitted to five, it predicts the sixth within
 // 0.5 %. Refusing up front a migration whose estimate exceeds
 // VSphere67U1StunLimit is a modelling choice (6.7 U1 failed such a
-// migration at its 100 s timeout). PreCopyCosts() states the assumptions of
-// PreCopy mode: 300 ms of fixed stun costs, no published measurement.
+// migration at its 100 s timeout).
+//
+// # Presets and the published figures
+//
+// Presets names three sets of costs, each with the published figures it
+// reproduces (docs/CALIBRATION.md lists every modelled constant, its
+// source and its error): vsphere-6.7u1 (the Legacy fit above),
+// vsphere-7.0 (Legacy mode with the faster checkpoint path of vSphere 7.0,
+// fitted to its worst-case Tesla V100 PCIe 32 GB table: the fitted points
+// within the published whole seconds, the largest, left out, within
+// 1.1 %), and fb-precopy, PreCopy mode's default costs: 100 ms of fixed
+// costs, which put the stun of every P40 Q type's inference VM over 10 GbE
+// within the 119-302 ms average downtimes gMig published for GPU live
+// migration with graphics memory pre-copied. PublishedStunTables holds the
+// tables.
+//
+// The switchover's expected stun predicts the pages left dirty from their
+// own content classes (Source.Dirty, WireModel), not from the ratio of
+// what pre-copy sent before: over 120 random migrations (VMs, workloads,
+// links, modes, policies, codecs) it is within 10 % of the stun that
+// follows in all of them (TestSwitchoverPrediction).
 //
 // # Fidelity
 //
@@ -158,7 +177,7 @@
 // and applies the stream at the destination, which verifies every record
 // and, at the end, every region's digest. Model fidelity counts pages by
 // content class and sizes them from a full batch of each class compressed
-// once per Sim with the real encoder; the destination stores each page's
+// once per process with the real encoder; the destination stores each page's
 // class and generation, which regenerates the same bytes. The two agree on
 // wire bytes within 0.5 % and on the part of the stun the wire sets (the
 // stun less its fixed costs and Legacy's checkpoint path) within 2 %; a

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -28,22 +27,23 @@ type StunEstimate struct {
 
 // stunInputs are what an estimate is computed from.
 type stunInputs struct {
-	mode               Mode
-	costs              StunCosts
-	latency            time.Duration // waited on in the stun beyond transfer times
-	devices            int
-	deviceStateBytes   int64
-	dirtyRawBytes      int64 // pages to send during the stun, raw
-	wireNum, wireDen   int64 // wire bytes per raw byte
-	bandwidthBps       int64
-	usedFramebufferRaw int64 // Legacy: framebuffer pages copied in the stun
-	pcieBps            int64 // 0: the device states' PCIe transfer is not modelled
+	mode                Mode
+	costs               StunCosts
+	latency             time.Duration // waited on in the stun beyond transfer times
+	devices             int
+	deviceStateBytes    int64
+	dirtyWireBytes      int64 // pages to send during the stun, on the wire
+	bandwidthBps        int64
+	usedFramebufferRaw  int64 // Legacy: framebuffer pages copied in the stun, raw
+	usedFramebufferWire int64 // and on the wire
+	pcieBps             int64 // 0: the device states' PCIe transfer is not modelled
 }
 
 // estimate is the one expected-stun formula of the package: the fixed
 // costs (quiesce, each device checkpoint's fixed part, the device states
-// over PCIe at save and at restore, resume), the dirty pages at the wire
-// ratio and the device states over the bandwidth, the stun's latency, and
+// over PCIe at save and at restore, resume), the dirty pages' predicted
+// wire bytes and the device states over the bandwidth, the stun's latency,
+// and
 // in Legacy mode the used framebuffer's passage through the checkpoint
 // path or the link, whichever is slower.
 func (in stunInputs) estimate() StunEstimate {
@@ -53,7 +53,7 @@ func (in stunInputs) estimate() StunEstimate {
 		stateOverPCIe = transferTime(in.deviceStateBytes, in.pcieBps)
 	}
 	e.Fixed = addSat(addSat(in.costs.Quiesce, mulSat(in.devices, in.costs.DeviceCheckpoint)), addSat(mulSat(2, stateOverPCIe), in.costs.Resume))
-	wire := scaleBytes(in.dirtyRawBytes, in.wireNum, in.wireDen) + in.deviceStateBytes
+	wire := in.dirtyWireBytes + in.deviceStateBytes
 	e.dirtyWire = addSat(transferTime(wire, in.bandwidthBps), in.latency)
 	e.Pages = e.dirtyWire
 	if in.mode == Legacy && in.usedFramebufferRaw > 0 {
@@ -65,18 +65,11 @@ func (in stunInputs) estimate() StunEstimate {
 		if pathBps > 0 {
 			path = transferTime(in.usedFramebufferRaw, pathBps)
 		}
-		link := transferTime(scaleBytes(in.usedFramebufferRaw, in.wireNum, in.wireDen), in.bandwidthBps)
+		link := transferTime(in.usedFramebufferWire, in.bandwidthBps)
 		e.CheckpointPath = max(path, link)
 	}
 	e.Total = addSat(addSat(e.Fixed, e.Pages), e.CheckpointPath)
 	return e
-}
-
-// usedBytes is the size of r's pages in use; a region that cannot be read
-// counts none.
-func usedBytes(r *memory.Region) int64 {
-	n, _ := r.UsedBytes()
-	return n
 }
 
 // DeviceStateBytes is the size vm's device states would have if saved
@@ -110,21 +103,26 @@ func estimate(vm *vgpu.VM, cfg Config) (StunEstimate, error) {
 	if err != nil {
 		return StunEstimate{}, err
 	}
-	return simCoreConfig(vm, cfg, stateBytes).floor(), nil
+	ccfg, err := simCoreConfig(vm, cfg, stateBytes, new(WireModel))
+	if err != nil {
+		return StunEstimate{}, err
+	}
+	return ccfg.floor(), nil
 }
 
 // EstimateStun predicts, before any migration, the stun of migrating vm
-// over link in mode with that mode's default costs, as vSphere reports
-// stun-time estimates per bandwidth. In Legacy mode it is the stun itself
-// (the used framebuffer through the device checkpoint path dominates it);
-// in PreCopy mode it is the floor a converged pre-copy reaches, the fixed
-// costs and the device state, to which the switchover rule adds at most the
-// stun target.
-func EstimateStun(vm *vgpu.VM, link Link, mode Mode) (StunEstimate, error) {
+// as cfg says — its mode, link, codec and costs (zero costs are the
+// mode's defaults, as for Migrate) — as vSphere reports stun-time
+// estimates per bandwidth. In Legacy mode it is the stun itself (the used
+// framebuffer through the device checkpoint path dominates it); in PreCopy
+// mode it is the floor a converged pre-copy reaches, the fixed costs and
+// the device state, to which the switchover rule adds at most the stun
+// target.
+func EstimateStun(vm *vgpu.VM, cfg Config) (StunEstimate, error) {
 	if vm == nil {
 		return StunEstimate{}, fmt.Errorf("%w: nil VM", ErrConfig)
 	}
-	cfg, err := Config{Policy: Policy{Mode: mode}, Link: link}.withDefaults()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return StunEstimate{}, err
 	}

@@ -52,5 +52,5 @@ func ExampleSim_Evacuate() {
 	// vm,source,destination,link,mode,outcome,start_ns
 	// vm1,esx-a,esx-b,10g,pre-copy,done,2000000000
 	// vm2,esx-a,esx-c,10g,pre-copy,done,2000000000
-	// vm3,esx-a,esx-b,10g,pre-copy,done,5271928122
+	// vm3,esx-a,esx-b,10g,pre-copy,done,5071928122
 }

@@ -21,7 +21,7 @@ func Example() {
 	_ = src.Advance(5 * time.Second)
 	_ = dst.Advance(5 * time.Second) // a migration's hosts read one clock
 
-	legacy, _ := migrate.EstimateStun(vm, migrate.GbE10(), migrate.Legacy)
+	legacy, _ := migrate.EstimateStun(vm, migrate.Config{Policy: migrate.Policy{Mode: migrate.Legacy}, Link: migrate.GbE10()})
 	fmt.Printf("legacy estimate: %.0f s\n", legacy.Total.Seconds())
 
 	rep, err := migrate.Migrate(vm, dst, migrate.Config{Policy: migrate.Policy{Mode: migrate.PreCopy}, Fidelity: migrate.Model, Link: migrate.GbE10()})

@@ -47,11 +47,11 @@ func newFaultWorld(t testing.TB, paused bool) *faultWorld {
 }
 
 // faultConfig is the migration every cell runs. Its stun target is between
-// the expected stun after round 0 (about 326 ms) and the fixed costs
-// (about 300 ms), so that a running VM takes a second round and then
-// converges; a short stall timeout keeps the stall cells quick.
+// the expected stun after round 0 (about 126 ms) and the fixed costs
+// (100 ms, PreCopyCosts), so that a running VM takes a second round and
+// then converges; a short stall timeout keeps the stall cells quick.
 func faultConfig(fid Fidelity) Config {
-	return Config{Policy: Policy{StunTarget: 310 * time.Millisecond}, Fidelity: fid, Link: slowLink, Timeout: 2 * time.Second}
+	return Config{Policy: Policy{StunTarget: 110 * time.Millisecond}, Fidelity: fid, Link: slowLink, Timeout: 2 * time.Second}
 }
 
 // cleanRun is the events of a migration run to its end without a fault.

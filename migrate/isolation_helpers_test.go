@@ -31,7 +31,7 @@ func newSecretWorld(t testing.TB) (*Sim, *vgpu.VM, *vgpu.Host, *vgpu.Host) {
 // oracle dirtying pages it takes more than one pre-copy round and a final
 // round that carries pages; a short stall timeout keeps stalls quick.
 func isolationConfig() Config {
-	return Config{Policy: Policy{StunTarget: 310 * time.Millisecond}, Fidelity: Bytes, Link: slowLink, Timeout: 2 * time.Second}
+	return Config{Policy: Policy{StunTarget: 110 * time.Millisecond}, Fidelity: Bytes, Link: slowLink, Timeout: 2 * time.Second}
 }
 
 // vmPages returns the framebuffer pages that can hold anything of vm:

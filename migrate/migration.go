@@ -118,7 +118,10 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if err != nil {
 		return refuse(err)
 	}
-	ccfg := simCoreConfig(vm, cfg, stateBytes)
+	ccfg, err := simCoreConfig(vm, cfg, stateBytes, &s.costs)
+	if err != nil {
+		return refuse(err)
+	}
 	ccfg.Destination = dst.Name()
 	core, err := NewCore(ccfg, s.now, fmt.Sprintf("to %s over %v, %v, %v fidelity", dst.Name(), cfg.routeNames(), cfg.Mode, cfg.Fidelity))
 	if err != nil {
@@ -137,7 +140,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if cfg.Fidelity == Bytes {
 		m.xfer, err = newByteTransport(m)
 	} else {
-		m.xfer, err = newModelTransport(m, s.costs.get)
+		m.xfer, err = newModelTransport(m, &s.costs)
 	}
 	if err != nil {
 		_ = in.Abort()
@@ -159,17 +162,20 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 
 // simCoreConfig is what the simulator's Core knows of cfg's migration of
 // vm: the configured costs, the link's latency for each of the stun's
-// three transfers, and the GPU's PCIe rate.
-func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64) CoreConfig {
+// three transfers, the GPU's PCIe rate and, in Legacy mode, the
+// framebuffer in use, its wire size predicted by wm.
+func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (CoreConfig, error) {
 	c := CoreConfig{VM: vm.ID(), Policy: cfg.Policy, Costs: cfg.Costs, StunLatency: 3 * cfg.latency(),
 		NominalBandwidthBytesPerSec: cfg.goodput(), Framebuffers: len(vm.Framebuffers()),
 		Devices: len(vm.VGPUs()), DeviceStateBytes: stateBytes, PCIeBytesPerSec: vm.Host().Config().GPU.PCIeDMABytesPerSec}
-	if cfg.Mode == Legacy {
-		for _, r := range vm.Framebuffers() {
-			c.UsedFramebufferBytes += usedBytes(r)
-		}
+	if cfg.Mode != Legacy {
+		return c, nil
 	}
-	return c
+	var err error
+	c.UsedFramebuffer, err = usedPagesOf(vm.Framebuffers(), func(counts *[memory.ClassExplicit]int64, ps int) (int64, error) {
+		return wm.Wire(PageEncoding{PageSize: ps, BatchBytes: cfg.BatchBytes, Level: cfg.level(), Encrypted: cfg.EncryptionKey != nil}, counts)
+	})
+	return c, err
 }
 
 // VM returns the VM being migrated: the source's until the switch-over, the

@@ -58,11 +58,12 @@ func (m *Migration) wake() {
 			m.fail(err)
 			return
 		}
-		used := int64(0)
-		if m.cfg.Mode == Legacy {
-			used = m.src.UsedFramebufferBytes()
+		dirty, used, err := m.pending()
+		if err != nil {
+			m.fail(err)
+			return
 		}
-		a = m.core.RoundArrived(now, m.src.DirtyBytes(m.cfg.tracked(len(m.srcRegs))), used)
+		a = m.core.RoundArrived(now, dirty, used)
 	default:
 		if err := m.complete(phase); err != nil {
 			m.fail(err)
@@ -73,6 +74,18 @@ func (m *Migration) wake() {
 	if err := m.execute(a); err != nil {
 		m.fail(err)
 	}
+}
+
+// pending takes stock, when a round arrives, of the pages the tracked
+// regions logged as dirty and, in Legacy mode, of the framebuffer in use.
+func (m *Migration) pending() (dirty, used Pages, err error) {
+	if m.cfg.Mode == Legacy {
+		if used, err = m.src.UsedFramebuffer(m.xfer.predictWire); err != nil {
+			return dirty, used, err
+		}
+	}
+	dirty, err = m.src.Dirty(m.cfg.tracked(len(m.srcRegs)), m.xfer.predictWire)
+	return dirty, used, err
 }
 
 // checkVMs catches a VM changed under the migration by someone else.
@@ -182,7 +195,9 @@ func (m *Migration) execute(a Action) error {
 
 // pcieTime is one side of the device checkpoint: the fixed cost, half of
 // StunCosts.DeviceCheckpoint per vGPU (the other half is the restore's),
-// and the state's bytes at the GPU's DMA rate.
+// and the state's bytes at the GPU's DMA rate. Assumption: save and
+// restore cost the same, because the published stun tables give only
+// their sum (within the fit's fixed part) and no source splits it.
 func (m *Migration) pcieTime(stateBytes int64) time.Duration {
 	n := time.Duration(m.devices)
 	return n*m.cfg.Costs.DeviceCheckpoint/2 + transferTime(stateBytes, m.dst.Config().GPU.PCIeDMABytesPerSec)

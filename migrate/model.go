@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
-// costKey is what a class's wire size depends on.
-type costKey struct {
-	pageSize, batchBytes int
-	level                checkpoint.Level
-	encrypted            bool
+// PageEncoding is what a page's wire size depends on besides its
+// content: its size, the batch it goes in, the level it is encoded at, and
+// whether its records are encrypted.
+type PageEncoding struct {
+	PageSize, BatchBytes int
+	Level                checkpoint.Level
+	Encrypted            bool
 }
 
 // classCosts are the wire sizes of generated pages, measured by encoding a
@@ -31,37 +34,115 @@ type classCosts struct {
 	perBatch int64
 }
 
-// costTables caches classCosts for a Sim: each is measured once per run.
-type costTables struct{ m map[costKey]*classCosts }
+// WireModel gives the wire size of pages of generated content from their
+// classes alone: each class's size under a PageEncoding is measured once a
+// process, by encoding a full batch of it with the real encoder
+// (MeasureWireSizes), and kept. The simulator's Model fidelity sends pages
+// at these sizes, and every driver predicts with them what the pages left
+// dirty will take on the wire when a pre-copy round arrives
+// (Source.Dirty). The sizes are the same on every machine. The zero
+// WireModel is ready to use; it is not safe for concurrent use (it keeps
+// the sizes it used in a map of its own, to look them up without a lock).
+type WireModel struct{ m map[PageEncoding]*classCosts }
+
+// measured holds the class sizes of every PageEncoding measured in this
+// process. They are a pure function of the encoding, so one measurement
+// serves every Sim and every live migration; a live sender measures
+// before its first round arrives, off the path the switchover waits on.
+var measured struct {
+	mu sync.Mutex
+	m  map[PageEncoding]*measurement
+}
+
+// measurement is one encoding's class sizes, measured once.
+type measurement struct {
+	once sync.Once
+	cc   *classCosts
+	err  error
+}
+
+// MeasureWireSizes measures, once a process, the class sizes of each
+// encoding that WireModel uses: the encoding of a full batch of each
+// generated class, a few milliseconds each. A live sender calls it on a
+// goroutine of its own when a migration starts, so that the prediction at
+// the end of the first round finds the sizes ready. It is safe for
+// concurrent use.
+func MeasureWireSizes(encs ...PageEncoding) error {
+	for _, k := range encs {
+		if _, err := measuredCosts(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func measuredCosts(k PageEncoding) (*classCosts, error) {
+	if k.PageSize <= 0 || k.BatchBytes <= 0 {
+		return nil, fmt.Errorf("%w: pages of %d bytes in batches of %d", ErrConfig, k.PageSize, k.BatchBytes)
+	}
+	measured.mu.Lock()
+	if measured.m == nil {
+		measured.m = make(map[PageEncoding]*measurement)
+	}
+	e := measured.m[k]
+	if e == nil {
+		e = &measurement{}
+		measured.m[k] = e
+	}
+	measured.mu.Unlock()
+	e.once.Do(func() { e.cc, e.err = measureCosts(k) })
+	return e.cc, e.err
+}
+
+// Wire is the wire bytes of counts[c] pages of each generated class c,
+// encoded as enc says, in batches of enc.BatchBytes with their records'
+// framing.
+func (w *WireModel) Wire(enc PageEncoding, counts *[memory.ClassExplicit]int64) (int64, error) {
+	cc, err := w.get(enc)
+	if err != nil {
+		return 0, err
+	}
+	return cc.wire(counts, enc), nil
+}
+
+// wire is the wire bytes of counts pages of each class at costs cc.
+func (cc *classCosts) wire(counts *[memory.ClassExplicit]int64, enc PageEncoding) int64 {
+	wire, pages := int64(0), int64(0)
+	for cl, n := range counts {
+		pages += n
+		wire += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
+	}
+	return wire + checkpoint.Batches(pages, enc.BatchBytes, enc.PageSize)*cc.perBatch
+}
 
 // sampleSeed keys the pages measured; any fixed value gives reproducible
 // sizes.
 const sampleSeed = 0x5eed_c1a55
 
-func (t *costTables) get(k costKey) (*classCosts, error) {
-	if c, ok := t.m[k]; ok {
+func (w *WireModel) get(k PageEncoding) (*classCosts, error) {
+	if c, ok := w.m[k]; ok {
 		return c, nil
 	}
-	c, err := measureCosts(k)
+	c, err := measuredCosts(k)
 	if err != nil {
 		return nil, err
 	}
-	if t.m == nil {
-		t.m = make(map[costKey]*classCosts)
+	if w.m == nil {
+		w.m = make(map[PageEncoding]*classCosts)
 	}
-	t.m[k] = c
+	w.m[k] = c
 	return c, nil
 }
 
-func measureCosts(k costKey) (*classCosts, error) {
-	enc, err := checkpoint.NewBatchEncoder(k.level)
+func measureCosts(k PageEncoding) (*classCosts, error) {
+	enc, err := checkpoint.NewBatchEncoder(k.Level)
 	if err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
 	defer enc.Close()
-	page := make([]byte, k.pageSize)
+	page := make([]byte, k.PageSize)
 	encode := func(c memory.Class, n int) (int64, error) {
-		if err := enc.Begin(0, k.pageSize); err != nil {
+		if err := enc.Begin(0, k.PageSize); err != nil {
 			return 0, err
 		}
 		for j := range n {
@@ -80,7 +161,7 @@ func measureCosts(k costKey) (*classCosts, error) {
 		}
 		return size, nil
 	}
-	n := max(1, k.batchBytes/k.pageSize)
+	n := max(1, k.BatchBytes/k.PageSize)
 	c := &classCosts{samplePages: int64(n)}
 	// A batch of one zero page and one of two tell the header from a page
 	// table entry.
@@ -112,10 +193,10 @@ func measureCosts(k costKey) (*classCosts, error) {
 
 // recordFraming measures what a record adds around its payload, by writing
 // one.
-func recordFraming(k costKey) (int64, error) {
+func recordFraming(k PageEncoding) (int64, error) {
 	var cw countingWriter
-	o := checkpoint.WriterOptions{Level: k.level, BatchBytes: k.batchBytes}
-	if k.encrypted {
+	o := checkpoint.WriterOptions{Level: k.Level, BatchBytes: k.BatchBytes}
+	if k.Encrypted {
 		o.Encryption, o.Key = checkpoint.EncryptionRequired, make([]byte, checkpoint.KeySize)
 	}
 	rw, err := checkpoint.NewRecordWriter(&cw, o)
@@ -144,7 +225,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // counts.
 type modelTransport struct {
 	m        *Migration
-	costs    func(costKey) (*classCosts, error)
+	costs    *WireModel
 	w        *checkpoint.Writer
 	cw       countingWriter
 	eng      *Engine        // the explicit pages' encoder: one worker
@@ -157,7 +238,7 @@ type modelTransport struct {
 	received [][]byte
 }
 
-func newModelTransport(m *Migration, costs func(costKey) (*classCosts, error)) (*modelTransport, error) {
+func newModelTransport(m *Migration, costs *WireModel) (*modelTransport, error) {
 	t := &modelTransport{m: m, costs: costs, explicit: memory.NewPageSet(0), scratch: memory.NewPageSet(0)}
 	var err error
 	if t.w, err = checkpoint.NewWriter(&t.cw, streamMetadata(m), writerOptions(m)); err != nil {
@@ -174,20 +255,9 @@ func newModelTransport(m *Migration, costs func(costKey) (*classCosts, error)) (
 	return t, nil
 }
 
-// costsFor returns the class costs of level for pages of ps bytes.
-func (t *modelTransport) costsFor(level checkpoint.Level, ps int) (*classCosts, error) {
-	return t.costs(costKey{pageSize: ps, batchBytes: t.m.cfg.BatchBytes, level: level, encrypted: t.m.cfg.EncryptionKey != nil})
-}
-
-// modelWire is the wire bytes of counts pages of each class, in batches,
-// at costs cc.
-func (t *modelTransport) modelWire(counts *[memory.ClassExplicit]int64, cc *classCosts, ps int) int64 {
-	wire, pages := int64(0), int64(0)
-	for cl, n := range counts {
-		pages += n
-		wire += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
-	}
-	return wire + checkpoint.Batches(pages, t.m.cfg.BatchBytes, ps)*cc.perBatch
+// encoding is how the migration encodes pages of ps bytes at level.
+func (m *Migration) encoding(level checkpoint.Level, ps int) PageEncoding {
+	return PageEncoding{PageSize: ps, BatchBytes: m.cfg.BatchBytes, Level: level, Encrypted: m.cfg.EncryptionKey != nil}
 }
 
 // chooseLevel is CodecAuto's level for a region's pages of counts, by
@@ -200,13 +270,13 @@ func (t *modelTransport) chooseLevel(counts *[memory.ClassExplicit]int64, ps int
 	}
 	var costs []CodecCost
 	for _, l := range autoLevels {
-		cc, err := t.costsFor(l, ps)
+		wire, err := t.costs.Wire(t.m.encoding(l, ps), counts)
 		if err != nil {
 			return 0, err
 		}
 		c := CodecCost{Level: l, EncodeBytesPerSec: PublishedEncodeBytesPerSec(l)}
 		if raw > 0 {
-			c.WirePerRaw = float64(t.modelWire(counts, cc, ps)) / float64(raw)
+			c.WirePerRaw = float64(wire) / float64(raw)
 		}
 		costs = append(costs, c)
 	}
@@ -231,17 +301,12 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		}
 		return Traffic{}, wrap(ErrDestination, err)
 	}
-	level := t.m.cfg.level()
-	if t.pinned != nil {
-		var err error
-		if level, err = t.chooseLevel(&counts, ps); err != nil {
-			return Traffic{}, err
-		}
-		t.pinned.level = level
-	}
-	cc, err := t.costsFor(level, ps)
+	level, err := t.level(&counts, ps)
 	if err != nil {
 		return Traffic{}, err
+	}
+	if t.pinned != nil {
+		t.pinned.level = level
 	}
 	var tr Traffic
 	generated := int64(0)
@@ -249,7 +314,9 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		generated += n
 	}
 	tr.Pages, tr.ZeroPages, tr.RawBytes = generated, counts[memory.ClassZero], generated*int64(ps)
-	tr.WireBytes = t.modelWire(&counts, cc, ps)
+	if tr.WireBytes, err = t.costs.Wire(t.m.encoding(level, ps), &counts); err != nil {
+		return Traffic{}, err
+	}
 	t.modelled += tr.WireBytes
 	if t.explicit.Len() > 0 {
 		// Explicit pages have no class to regenerate from: copy them and
@@ -266,6 +333,24 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		tr.Add(et)
 	}
 	return tr, nil
+}
+
+// level is the level pages of counts are sent at: the configured codec's,
+// or CodecAuto's choice for them.
+func (t *modelTransport) level(counts *[memory.ClassExplicit]int64, ps int) (checkpoint.Level, error) {
+	if t.pinned == nil {
+		return t.m.cfg.level(), nil
+	}
+	return t.chooseLevel(counts, ps)
+}
+
+// predictWire is the wire size of counts pages as send would size them.
+func (t *modelTransport) predictWire(counts *[memory.ClassExplicit]int64, ps int) (int64, error) {
+	level, err := t.level(counts, ps)
+	if err != nil {
+		return 0, err
+	}
+	return t.costs.Wire(t.m.encoding(level, ps), counts)
 }
 
 func (t *modelTransport) copyExplicit(src, dst *memory.Region) error {

@@ -50,6 +50,9 @@ type Round struct {
 	// alone knows them; a destination's report leaves them zero.
 	DirtyBytes           int64 `json:"dirty_bytes"`
 	DirtyRateBytesPerSec int64 `json:"dirty_rate_bytes_per_sec"`
+	// DirtyWireBytes is what those pages are predicted to take on the
+	// wire, from their content classes (Dirty); source only.
+	DirtyWireBytes int64 `json:"dirty_wire_bytes"`
 	// ExpectedStun is the switchover rule's prediction after the round;
 	// source only, as is Throttle.
 	ExpectedStun time.Duration `json:"expected_stun_ns"`

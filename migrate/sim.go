@@ -11,7 +11,12 @@ import (
 )
 
 // DefaultMaxPerHost is the number of migrations a host may take part in at
-// once: vSphere 7 allows 8 concurrent vMotions per host on 10 GbE.
+// once: 8, vCenter's limit of concurrent vMotions per host on a 10 GbE
+// vMotion network (VMware vSphere 6.7 documentation, vCenter Server and
+// Host Management, "Limits on Simultaneous Migrations": table "Network
+// Limits for Migration with vMotion", 10GigE maximum cost 8, each vMotion
+// costing 1, and the host limit of 8 vMotions, for ESXi 5.0 to 6.7; 1GigE
+// allows 4). Later releases are assumed to keep it.
 const DefaultMaxPerHost = 8
 
 // SimConfig configures a Sim. The zero value is valid.
@@ -73,7 +78,7 @@ type Sim struct {
 	net    network // the flows of the active migrations over links
 	active []*Migration
 	nextID int
-	costs  costTables
+	costs  WireModel
 	queue  []queued // events not yet returned, in the order they happened
 	stale  int      // entries of queue whose event a migration's Step took
 

@@ -76,11 +76,11 @@ func ExampleSim_Advance() {
 	// Output:
 	// 3 migrations share 10g: 1176 MB/s in all
 	// tick at 5s: vm1 done
-	// tick at 7s: vm2 done
-	// tick at 8s: vm3 done
-	// vm1: done in 4.8 s, stun under 1 s: true, now on esx-b
-	// vm2: done in 6.6 s, stun under 1 s: true, now on esx-b
-	// vm3: done in 7.6 s, stun under 1 s: true, now on esx-b
+	// tick at 6.5s: vm2 done
+	// tick at 7.5s: vm3 done
+	// vm1: done in 4.6 s, stun under 1 s: true, now on esx-b
+	// vm2: done in 6.4 s, stun under 1 s: true, now on esx-b
+	// vm3: done in 7.4 s, stun under 1 s: true, now on esx-b
 }
 
 // A fault injected into a migration fails it with a typed error, and the
@@ -151,5 +151,5 @@ func ExampleSim_NextEventAt() {
 	rep := m.Report()
 	fmt.Printf("%s: %v after %d events, at %.1f s, %.1f s after it began\n", rep.VM, rep.Outcome, steps, sim.Now().Seconds(), (sim.Now() - start).Seconds())
 	// Output:
-	// vm1: done after 49 events, at 3.8 s, 1.8 s after it began
+	// vm1: done after 49 events, at 3.6 s, 1.6 s after it began
 }

@@ -19,8 +19,8 @@ import (
 // another goroutine advances (package live's Runner) holds the host's lock
 // around the calls that change or inspect the VM — NewSource, Pause,
 // SaveDevices, SetThrottle, Check, Commit, Release, RollBack, StartLogging,
-// StopLogging; the page reads (SendRegions, DirtyBytes,
-// UsedFramebufferBytes) go through the memory package's own
+// StopLogging; the page reads (SendRegions, Dirty,
+// UsedFramebuffer) go through the memory package's own
 // synchronization while the workload writes, as pre-copy must.
 //
 // # Ownership
@@ -167,32 +167,6 @@ func (s *Source) SendRegions(from, to int, all bool, send func(i int, set *memor
 		sent(i, t)
 	}
 	return nil
-}
-
-// DirtyBytes is the raw size of the pages logged dirty in the first n
-// regions.
-func (s *Source) DirtyBytes(n int) int64 {
-	b := int64(0)
-	if !s.ok() {
-		return 0
-	}
-	for _, r := range s.regs[:max(min(n, len(s.regs)), 0)] {
-		b += int64(r.DirtyCount()) * int64(r.PageSize())
-	}
-	return b
-}
-
-// UsedFramebufferBytes is the framebuffer in use, which a Legacy stun
-// moves whole.
-func (s *Source) UsedFramebufferBytes() int64 {
-	n := int64(0)
-	if !s.ok() {
-		return 0
-	}
-	for _, r := range s.regs[1:] {
-		n += usedBytes(r)
-	}
-	return n
 }
 
 // SaveDevices saves the VM's vGPU states for the stun and returns them

@@ -26,6 +26,9 @@ type transport interface {
 	endRound() error
 	// finish queues the device states and the end of the stream.
 	finish(states [][]byte) error
+	// predictWire is the wire size counts pages of each generated class,
+	// of ps bytes, would have if send sent them now.
+	predictWire(counts *[memory.ClassExplicit]int64, ps int) (int64, error)
 	// pending returns the wire bytes queued since the last markSent.
 	pending() int64
 	markSent()
@@ -71,6 +74,7 @@ type byteTransport struct {
 	m        *Migration
 	w        *checkpoint.Writer
 	eng      *Engine
+	chooser  *AdaptiveChooser // CodecAuto's; nil otherwise
 	wire     bytes.Buffer
 	rd       *checkpoint.Reader
 	ap       *checkpoint.Applier
@@ -88,7 +92,8 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	// deterministic and without goroutines.
 	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
 	if m.cfg.Codec == CodecAuto {
-		ec.Chooser = modelledChooser(m)
+		t.chooser = modelledChooser(m)
+		ec.Chooser = t.chooser
 	}
 	if t.eng, err = NewEngine(ec); err != nil {
 		return nil, err
@@ -119,6 +124,16 @@ func (t *byteTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 	}
 	tr.WireBytes = t.w.Offset() - before
 	return tr, nil
+}
+
+// predictWire sizes counts pages by the Sim's measured class sizes, at the
+// level CodecAuto's chooser would pick now or the configured one.
+func (t *byteTransport) predictWire(counts *[memory.ClassExplicit]int64, ps int) (int64, error) {
+	level := t.m.cfg.level()
+	if t.chooser != nil {
+		level = t.chooser.Choice()
+	}
+	return t.m.sim.costs.Wire(t.m.encoding(level, ps), counts)
 }
 
 // wrap0 is wrap that keeps nil nil.

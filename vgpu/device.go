@@ -199,6 +199,11 @@ func (v *VGPU) refuse(op string) error {
 // each vGPU of a VM its own by index, so a migrated device keeps them.
 // Assumed layout of a GP102 function: BAR0 16 MiB of registers, BAR1 a
 // 256 MiB framebuffer aperture and BAR3 32 MiB, both 64-bit prefetchable.
+// Class 0x0302 is "3D controller" (PCI-SIG, PCI Code and ID Assignment
+// Specification: base class 03h display controller, sub-class 02h), the
+// class lspci shows for NVIDIA's data-centre GPUs; revision 0xA1 is the one
+// lspci shows for a Pascal Tesla P4 in NVIDIA AI Enterprise User Guide
+// v5.0 (2024), section 7.6 (assumption: the P40's GP102 has the same).
 func (v *VGPU) initConfig() {
 	le := binary.LittleEndian
 	c := v.pci[:]

@@ -60,11 +60,19 @@ func (m Model) WeightsBytes() int64 { return 4 * m.Parameters }
 //
 // MACs and layers: MLaaS experiment #1 of "vMotion for NVIDIA GRID vGPU
 // Virtual Machines: Case Study of vMotion Using MLaaS" (Hari Sivaraman,
-// Dimitrios Skarlatos, Lan Vu, Uday Kurkure; NVIDIA GTC 2019 talk).
-// Parameter counts: Keras Applications' table (keras.io/api/applications).
-// Activation bytes: estimates from the published layer shapes, summing
-// every layer's float32 output at batch 1, rounded to whole MiB — an
-// assumption, not a measurement.
+// Dimitrios Skarlatos, Lan Vu, Uday Kurkure; NVIDIA GTC 2019 talk). The
+// networks' own papers agree: Inception V3 costs about 5 billion
+// multiply-adds an inference (Szegedy et al., "Rethinking the Inception
+// Architecture for Computer Vision", CVPR 2016, abstract), and is 48
+// layers deep as MathWorks' Deep Learning Toolbox documents it
+// (inceptionv3 reference page); MobileNet 1.0-224 costs 569 million
+// multiply-adds (Howard et al., "MobileNets", arXiv 1704.04861, 2017,
+// Table 8) and has 28 layers counting depthwise and pointwise
+// convolutions apart (the same paper, section 3.2). Parameter counts:
+// Keras Applications' table (keras.io/api/applications). Activation
+// bytes: estimates from the published layer shapes, summing every layer's
+// float32 output at batch 1, rounded to whole MiB — an assumption, not a
+// measurement.
 
 // InceptionV3 is Inception V3 at 299x299x3 float32 input: 48 layers, 5000
 // million MACs (the GTC 2019 talk), 23.9 million parameters (Keras), about

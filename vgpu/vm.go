@@ -49,7 +49,10 @@ func (s VMState) String() string {
 	return fmt.Sprintf("VMState(%d)", uint8(s))
 }
 
-// MaxVGPUsPerVM bounds the vGPUs of one VM (vSphere allows four).
+// MaxVGPUsPerVM bounds the vGPUs of one VM: four, the most vSphere allows
+// from 6.7 Update 3 (VMware vSphere 6.7 documentation, Virtual Machine
+// Administration, the page on configuring an NVIDIA GRID vGPU for a
+// virtual machine).
 const MaxVGPUsPerVM = 4
 
 // VMSpec describes a VM to create.

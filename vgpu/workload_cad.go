@@ -13,31 +13,46 @@ import (
 // for Machine Learning Workloads, Part 2"). Zero fields take the defaults
 // in brackets; the defaults are assumptions.
 type CADConfig struct {
-	// TargetFPS is the frame rate the application aims at [60], at least
-	// minTargetFPS; the frame-rate limiter caps it under the best-effort
-	// scheduler.
+	// TargetFPS is the frame rate the application aims at [60, the
+	// frame-rate limit of the Q-series types (see Profile.FrameRateLimitFPS
+	// and its sources)], at least minTargetFPS; the frame-rate limiter caps
+	// it under the best-effort scheduler.
 	TargetFPS float64
-	// WidthPixels and HeightPixels are the viewport [1920x1080].
+	// WidthPixels and HeightPixels are the viewport [1920x1080;
+	// assumption: one full-HD monitor, the common desktop resolution].
 	WidthPixels, HeightPixels int64
 	// OpsPerPixel is the shading work per pixel and frame [20000 FLOP: a
-	// few hundred lit, textured fragments of overdraw].
+	// few hundred lit, textured fragments of overdraw; assumption, no
+	// published per-pixel cost of the SPECapc scenes was found. With the
+	// default efficiency a 1080p frame costs 7 ms of a whole P40, so 60
+	// FPS keep about 42 % of it busy: a heavy interactive user who still
+	// leaves room to share the GPU].
 	OpsPerPixel int64
 	// Efficiency is the fraction of the FP32 peak the renderer sustains
-	// [0.5].
+	// [0.5; assumption: a frame's large draws occupy the GPU better than
+	// batch-1 inference (0.25) but, with state changes between them, not
+	// fully; no published figure was found].
 	Efficiency float64
-	// SceneBytes is the framebuffer holding geometry and textures [1 GiB].
+	// SceneBytes is the framebuffer holding geometry and textures [1 GiB;
+	// assumption: a mid-sized model with its textures, a quarter of a
+	// P40-4Q].
 	SceneBytes int64
 	// RenderBuffers is the number of colour+depth render targets (triple
-	// buffering) [3].
+	// buffering) [3; each 4 bytes of colour and 4 of depth a pixel, the
+	// common 8-bit RGBA colour and 24-bit depth with 8-bit stencil].
 	RenderBuffers int
 	// FootprintBytes, if set, is the framebuffer holding data: render
 	// targets plus a scene making up the rest. It overrides SceneBytes.
 	FootprintBytes int64
-	// RAMWorkingSetBytes is the application's guest memory [2 GiB].
+	// RAMWorkingSetBytes is the application's guest memory [2 GiB;
+	// assumption: a 3D application with a model open].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is its dirtying while the user edits the model
-	// [16 MiB/s] in pattern RAMDirtyPattern (memory.HotSet with the
-	// default rate; memory.Uniform when a rate is given without one).
+	// [16 MiB/s; assumption: the busiest of the package's workloads, yet
+	// under 2 % of 10 GbE's goodput, so that guest RAM converges in
+	// pre-copy; no published dirty rate was found] in pattern
+	// RAMDirtyPattern (memory.HotSet with the default rate; memory.Uniform
+	// when a rate is given without one).
 	RAMDirtyBytesPerSec int64
 	RAMDirtyPattern     memory.PatternKind
 	HistoryLimit        int
@@ -231,6 +246,9 @@ func (w *CAD) Fire(env *Env) error {
 			continue
 		}
 		w.seq++
+		// A frame can be preempted at every hundredth of its work
+		// (assumption: a frame is many draw calls and kernels, each
+		// short; no published kernel count was found).
 		err := env.Submit(0, sched.Job{Work: w.work, Chunk: max(w.work/100, 1), Tag: w.seq})
 		if err != nil {
 			return err

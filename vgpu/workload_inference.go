@@ -11,7 +11,12 @@ import (
 type InferenceConfig struct {
 	// Model is the network served [InceptionV3].
 	Model Model
-	// RequestsPerSec is the Poisson arrival rate of requests [50].
+	// RequestsPerSec is the Poisson arrival rate of requests [50;
+	// assumption: a steady, moderately loaded service. With the default
+	// model and efficiency a request costs 3.4 ms of a whole P40, so 50 a
+	// second keep about 17 % of it busy, close to the one-sixth fixed
+	// share of a P40-4Q. No published request rate for the GTC 2019
+	// talk's MLaaS experiment was found].
 	RequestsPerSec float64
 	// Precision selects the GPU throughput the work is measured against
 	// [FP32].
@@ -19,7 +24,12 @@ type InferenceConfig struct {
 	// Efficiency is the fraction of that peak a batch-1 inference sustains
 	// [0.25; assumption: batch-1 convolutions keep a quarter of a P40's
 	// peak busy, giving Inception V3 3.4 ms and MobileNet 0.4 ms on a whole
-	// P40].
+	// P40. No published batch-1 FP32 figure for these models on a P40 was
+	// found. For comparison, Dell EMC's HPC Innovation Lab ("Deep Learning
+	// Inference on P40 GPUs", blog, March 2017, batch-size figure)
+	// measured TensorRT INT8 GoogLeNet on one P40 at 594 images/s at batch
+	// 1 against 6,842 at batch 2,048: batch 1 reached under a tenth of the
+	// batched rate, so for INT8 0.25 is generous].
 	Efficiency float64
 	// FootprintBytes, if set, is the framebuffer per vGPU holding data —
 	// the "used framebuffer" a migration is calibrated in: the activation
@@ -32,11 +42,16 @@ type InferenceConfig struct {
 	// [Model.ActivationBytes].
 	ActivationsBytes int64
 	// RAMWorkingSetBytes is the service's memory in the guest, after the
-	// guest OS footprint; request inputs cycle through it [256 MiB].
+	// guest OS footprint; request inputs cycle through it [256 MiB;
+	// assumption: a serving process's buffers and heap, small beside the
+	// framebuffer, as the published stun tables, which vary with vGPU
+	// memory, take guest memory to be].
 	RAMWorkingSetBytes int64
 	// RAMDirtyBytesPerSec is background dirtying of that working set by the
-	// serving process [4 MiB/s; assumption] in pattern RAMDirtyPattern
-	// [memory.Uniform].
+	// serving process [4 MiB/s; assumption: well under 1 % of 10 GbE's
+	// goodput, so that guest RAM converges in pre-copy and the framebuffer
+	// decides the stun; no published dirty rate of such a service was
+	// found] in pattern RAMDirtyPattern [memory.Uniform].
 	RAMDirtyBytesPerSec int64
 	RAMDirtyPattern     memory.PatternKind
 	// FramebufferDirtyBytesPerSec is background dirtying of the activation

@@ -15,10 +15,13 @@ type params struct {
 	warmup time.Duration // the workload runs this long before the migration starts
 	seed   uint64
 
-	// Every VM has the same guest RAM, so that rows differ only in their
-	// framebuffer: 16 GiB, 4 GiB of it holding the guest OS and the
+	// Every P40 VM has the same guest RAM, so that rows differ only in
+	// their framebuffer: 16 GiB, 4 GiB of it holding the guest OS and the
 	// serving stack, an ordinary size for a VM with one vGPU.
 	ramBytes, ramFootprintBytes int64
+	// v100RAMFootprintBytes is the guest RAM in use of the V100 VMs, whose
+	// size the published 7.0 table gives (4 GB): the guest OS's share of it.
+	v100RAMFootprintBytes int64
 	// requestsPerSec is the inference service's load: the vgpu package's
 	// default, a steady service that keeps rewriting its activation arena.
 	requestsPerSec float64
@@ -26,17 +29,48 @@ type params struct {
 
 func defaultParams() params {
 	return params{
-		link:              migrate.GbE10(),
-		warmup:            5 * time.Second,
-		seed:              1,
-		ramBytes:          16 * vgpu.GiB,
-		ramFootprintBytes: 4 * vgpu.GiB,
-		requestsPerSec:    50,
+		link:                  migrate.GbE10(),
+		warmup:                5 * time.Second,
+		seed:                  1,
+		ramBytes:              16 * vgpu.GiB,
+		ramFootprintBytes:     4 * vgpu.GiB,
+		v100RAMFootprintBytes: 1 * vgpu.GiB,
+		requestsPerSec:        50,
 	}
 }
 
-// modes are the two ways vGPU memory moves, in the order rows print.
+// modes are the two ways vGPU memory moves, in the order the sweep's rows
+// print.
 var modes = []migrate.Mode{migrate.Legacy, migrate.PreCopy}
+
+// The tables rows belong to, as the table column names them: the sweep,
+// and two of VMware's published tables (migrate.PublishedStunTables), by
+// their names.
+const (
+	tableProfiles  = "p40-profiles"
+	tablePublished = "vsphere-6.7u1-p40"
+	tableV100      = "vsphere-7.0-v100-worst"
+	// tableV100Expected is the 7.0 table for a framebuffer not all in use,
+	// shown beside tableV100 for reference.
+	tableV100Expected = "vsphere-7.0-v100-expected"
+)
+
+// The presets each kind of migration runs under (migrate.Presets). The
+// sweep's are its modes' defaults: Legacy's is vsphere-6.7u1's costs,
+// PreCopy's fb-precopy's.
+const (
+	presetLegacy67  = "vsphere-6.7u1"
+	presetLegacy70  = "vsphere-7.0"
+	presetFBPreCopy = "fb-precopy"
+)
+
+// modePreset is the preset of the sweep's rows of mode m.
+func modePreset(m migrate.Mode) string {
+	if m == migrate.Legacy {
+		return presetLegacy67
+	}
+	return presetFBPreCopy
+}
 
 // Outcomes, as printed. A refused migration never paused the VM.
 const (
@@ -46,14 +80,24 @@ const (
 
 // row is one migration.
 type row struct {
+	table     string // which table it belongs to: tableProfiles, tablePublished or tableV100
 	profile   string
 	fbBytes   int64 // the profile's framebuffer
-	usedBytes int64 // what the workload fills: the framebuffer less the vGPU manager's reservation
+	usedBytes int64 // what the workload fills
 	mode      migrate.Mode
+	preset    string
 	outcome   string
 	endsOn    string        // the host the VM runs on afterwards
-	published time.Duration // VMware's 6.7 U1 stun for fbBytes in use; 0 where it has none or for PreCopy
+	limit     time.Duration // the stun limit it ran under; 0 for none
 	estimate  time.Duration // for a refused migration, the estimated stun it was refused on
+
+	// published is the published stun of this VM's size, for the Legacy
+	// rows of a published table; 0 elsewhere. resolution is its rounding.
+	published, resolution time.Duration
+	// expected is the 7.0 "expected" table's figure for the size, a
+	// reference for tableV100's Legacy rows, and expectedResolution its
+	// rounding; 0 elsewhere.
+	expected, expectedResolution time.Duration
 
 	// For a migration that ran; zero for a refused one.
 	stun, total time.Duration
@@ -62,63 +106,217 @@ type row struct {
 	meets       bool
 }
 
-// simulate migrates one VM per Q profile and mode, each between hosts of
-// its own, so that no row depends on another.
+// errorPct is the simulated stun's error against the published figure, in
+// per cent; ok is false where there is no figure or no stun.
+func (r row) errorPct() (pct float64, ok bool) {
+	if r.published <= 0 || r.outcome != outcomeMoved {
+		return 0, false
+	}
+	return 100 * (r.stun.Seconds() - r.published.Seconds()) / r.published.Seconds(), true
+}
+
+// job is one migration to run: a VM of workload footprint used on a
+// profile, between a pair of new hosts with GPUs of model gpu.
+type job struct {
+	table        string
+	gpu          vgpu.GPUSpec
+	prof         vgpu.Profile
+	used         int64
+	ram, ramUsed int64
+	preset       migrate.Preset
+	link         migrate.Link
+	stunLimit    time.Duration
+}
+
+// simulate runs the three tables' migrations, each VM between hosts of its
+// own, so that no row depends on another: the sweep, then the published
+// 6.7 U1 points, then the 7.0 V100 points.
 func simulate(p params) ([]row, error) {
 	if p.warmup < 0 {
 		return nil, fmt.Errorf("-warmup %v is negative", p.warmup)
 	}
-	var rows []row
-	for _, prof := range vgpu.Profiles("P40") {
-		if prof.Series != vgpu.SeriesQ {
-			continue
-		}
-		for _, mode := range modes {
-			r, err := migrateOne(p, prof, mode)
-			if err != nil {
-				return nil, fmt.Errorf("%s %v: %w", prof.Name, mode, err)
-			}
-			rows = append(rows, r)
-		}
+	jobs, err := plan(p)
+	if err != nil {
+		return nil, err
 	}
-	return rows, nil
+	rows := make([]row, 0, len(jobs))
+	for _, j := range jobs {
+		r, err := migrateOne(p, j)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s %s: %w", j.table, j.prof.Name, j.preset.Name, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, annotate(rows)
 }
 
-// migrateOne builds a source and a destination host, starts a VM of
-// profile prof serving inference on the source, lets it run for the warm-up,
-// and migrates it.
-func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
+// plan lists the migrations, in the order their rows print.
+func plan(p params) ([]job, error) {
+	presets := map[string]migrate.Preset{}
+	for _, pr := range migrate.Presets() {
+		presets[pr.Name] = pr
+	}
+	preset := func(name string) migrate.Preset { return presets[name] }
+	for _, name := range []string{presetLegacy67, presetLegacy70, presetFBPreCopy} {
+		if _, ok := presets[name]; !ok {
+			return nil, fmt.Errorf("no preset %q", name)
+		}
+	}
+	var jobs []job
+
+	// The sweep: every P40 Q profile with its whole usable framebuffer in
+	// use (what a guest can use: the profile's framebuffer less the part
+	// the vGPU manager reserves, ECC off as vGPU requires on a P40), each
+	// in both modes. Legacy runs under 6.7 U1's 100 s stun timeout, as a
+	// limit: a migration whose estimate is over it is refused and the VM
+	// stays where it is (6.7 U1 itself failed such a migration at the
+	// timeout).
+	var qs []vgpu.Profile
+	for _, prof := range vgpu.Profiles("P40") {
+		if prof.Series == vgpu.SeriesQ {
+			qs = append(qs, prof)
+		}
+	}
+	for _, prof := range qs {
+		for _, m := range modes {
+			j := job{table: tableProfiles, gpu: vgpu.P40(), prof: prof, used: prof.UsableFramebufferBytes(),
+				ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(modePreset(m)), link: p.link}
+			if m == migrate.Legacy {
+				j.stunLimit = migrate.VSphere67U1StunLimit
+			}
+			jobs = append(jobs, j)
+		}
+	}
+
+	// The published 6.7 U1 points, at their GiB in use: a workload of
+	// exactly that footprint on the smallest Q profile that holds it.
+	for _, pt := range migrate.PublishedStun() {
+		used := int64(pt.UsedGiB) * vgpu.GiB
+		i := 0
+		for i < len(qs) && qs[i].UsableFramebufferBytes() < used {
+			i++
+		}
+		if i == len(qs) {
+			return nil, fmt.Errorf("no P40 Q profile holds %d GiB", pt.UsedGiB)
+		}
+		jobs = append(jobs, job{table: tablePublished, gpu: vgpu.P40(), prof: qs[i], used: used,
+			ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(presetLegacy67), link: p.link,
+			stunLimit: migrate.VSphere67U1StunLimit})
+	}
+
+	// The 7.0 worst-case points on the V100: a VM of the table's memory
+	// on each V100D Q type of its sizes, the type's usable framebuffer all
+	// in use, over the table's link, under the vsphere-7.0 preset and
+	// beside it fb-precopy.
+	tb, err := stunTable(tableV100)
+	if err != nil {
+		return nil, err
+	}
+	if !tb.AllInUse || tb.VMRAMGiB <= 0 {
+		return nil, fmt.Errorf("%s: want a table of types with all their framebuffer in use, and the VM's memory", tb.Name)
+	}
+	gpu, err := vgpu.SpecByModel(tb.GPUModel)
+	if err != nil {
+		return nil, err
+	}
+	link, err := migrate.LinkByName(tb.Link)
+	if err != nil {
+		return nil, err
+	}
+	for _, pt := range tb.Points {
+		prof, err := vgpu.ParseProfile(fmt.Sprintf("%s-%dQ", tb.GPUModel, pt.UsedGiB))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range []string{presetLegacy70, presetFBPreCopy} {
+			jobs = append(jobs, job{table: tableV100, gpu: gpu, prof: prof, used: prof.UsableFramebufferBytes(),
+				ram: int64(tb.VMRAMGiB) * vgpu.GiB, ramUsed: p.v100RAMFootprintBytes, preset: preset(name), link: link})
+		}
+	}
+	return jobs, nil
+}
+
+// stunTable returns the published table named name.
+func stunTable(name string) (migrate.StunTable, error) {
+	for _, tb := range migrate.PublishedStunTables() {
+		if tb.Name == name {
+			return tb, nil
+		}
+	}
+	return migrate.StunTable{}, fmt.Errorf("no published stun table %q", name)
+}
+
+// annotate sets each published table's Legacy rows' figures: the
+// published stun for the size (and its rounding), and for the V100 rows
+// the 7.0 expected table's.
+func annotate(rows []row) error {
+	for _, name := range []string{tablePublished, tableV100} {
+		tb, err := stunTable(name)
+		if err != nil {
+			return err
+		}
+		var expected []migrate.StunPoint
+		var expectedRes time.Duration
+		if name == tableV100 {
+			ex, err := stunTable(tableV100Expected)
+			if err != nil {
+				return err
+			}
+			expected, expectedRes = ex.Points, ex.Resolution
+		}
+		n := 0
+		for i := range rows {
+			r := &rows[i]
+			if r.table != name || r.mode != migrate.Legacy {
+				continue
+			}
+			if n >= len(tb.Points) {
+				return fmt.Errorf("%s: more rows than published points", name)
+			}
+			r.published, r.resolution = tb.Points[n].Stun, tb.Resolution
+			if expected != nil {
+				r.expected, r.expectedResolution = expected[n].Stun, expectedRes
+			}
+			n++
+		}
+		if n != len(tb.Points) {
+			return fmt.Errorf("%s: %d rows for %d published points", name, n, len(tb.Points))
+		}
+	}
+	return nil
+}
+
+// migrateOne builds a source and a destination host, starts the job's VM
+// serving inference on the source, lets it run for the warm-up, and
+// migrates it.
+func migrateOne(p params, j job) (row, error) {
 	// Synthetic memory (the default backing) stores no bytes for generated
 	// content, so a 24 GB framebuffer costs only metadata, and Model
 	// fidelity below sizes pages from one compressed sample per content
 	// class instead of encoding every page: together they keep each row
-	// to about half a second of wall time.
-	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "source", Seed: p.seed})
+	// to about a third of a second of wall time.
+	src, err := vgpu.NewHost(vgpu.HostConfig{Name: "source", GPU: j.gpu, Seed: p.seed})
 	if err != nil {
 		return row{}, err
 	}
-	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "destination", Seed: p.seed + 1})
+	dst, err := vgpu.NewHost(vgpu.HostConfig{Name: "destination", GPU: j.gpu, Seed: p.seed + 1})
 	if err != nil {
 		return row{}, err
 	}
-	// The "used framebuffer" the published table is indexed by: all a
-	// guest can use, the profile's framebuffer less the part the vGPU
-	// manager reserves (ECC is off, as vGPU requires on a P40).
-	used := prof.UsableFramebufferBytes()
 	w, err := vgpu.NewInference(vgpu.InferenceConfig{
 		Model:          vgpu.InceptionV3(),
 		RequestsPerSec: p.requestsPerSec,
-		FootprintBytes: used,
+		FootprintBytes: j.used,
 		Seed:           p.seed,
 	})
 	if err != nil {
 		return row{}, err
 	}
 	vm, err := src.CreateVM(vgpu.VMSpec{
-		ID:                "vm-" + prof.Name,
-		RAMBytes:          p.ramBytes,
-		RAMFootprintBytes: p.ramFootprintBytes,
-		Profiles:          []string{prof.Name},
+		ID:                "vm-" + j.prof.Name,
+		RAMBytes:          j.ram,
+		RAMFootprintBytes: j.ramUsed,
+		Profiles:          []string{j.prof.Name},
 		Workload:          w,
 	})
 	if err != nil {
@@ -134,15 +332,10 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 		}
 	}
 
-	r := row{profile: prof.Name, fbBytes: prof.FramebufferBytes, usedBytes: used, mode: mode}
-	cfg := migrate.Config{Policy: migrate.Policy{Mode: mode}, Fidelity: migrate.Model, Link: p.link}
-	if mode == migrate.Legacy {
-		r.published = publishedStun(prof.FramebufferBytes)
-		// 6.7 U1's 100 s stun timeout, as a limit: a migration whose
-		// estimate is over it is refused and the VM stays where it is
-		// (6.7 U1 itself failed such a migration at the timeout).
-		cfg.StunLimit = migrate.VSphere67U1StunLimit
-	}
+	r := row{table: j.table, profile: j.prof.Name, fbBytes: j.prof.FramebufferBytes, usedBytes: j.used,
+		mode: j.preset.Mode, preset: j.preset.Name, limit: j.stunLimit}
+	cfg := j.preset.Apply(migrate.Config{Fidelity: migrate.Model, Link: j.link})
+	cfg.StunLimit = j.stunLimit
 	rep, err := migrate.Migrate(vm, dst, cfg)
 	var pe *migrate.PhaseError
 	switch {
@@ -153,7 +346,7 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 		}
 		// The refusal changed nothing, so the estimate it was judged on
 		// can be asked for again: vSphere shows it per link.
-		est, err := migrate.EstimateStun(vm, p.link, mode)
+		est, err := migrate.EstimateStun(vm, cfg)
 		if err != nil {
 			return row{}, err
 		}
@@ -166,15 +359,4 @@ func migrateOne(p params, prof vgpu.Profile, mode migrate.Mode) (row, error) {
 	r.stun, r.total, r.rounds, r.wireBytes = rep.Stun, rep.Total, len(rep.Rounds), rep.WireBytes
 	r.meets = rep.MeetsStandard()
 	return r, nil
-}
-
-// publishedStun returns VMware's 6.7 U1 stun time for a framebuffer of
-// fbBytes in use, or 0 if the table has no such size.
-func publishedStun(fbBytes int64) time.Duration {
-	for _, p := range migrate.PublishedStun() {
-		if int64(p.UsedGiB)*vgpu.GiB == fbBytes {
-			return p.Stun
-		}
-	}
-	return 0
 }

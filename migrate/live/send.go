@@ -80,6 +80,10 @@ type sender struct {
 	// chooser picks each batch's codec under AdaptiveCodec; nil
 	// otherwise.
 	chooser *migrate.AdaptiveChooser
+	// wire predicts the dirty pages' wire size from their classes;
+	// sizing is closed once the sizes it needs are measured.
+	wire   migrate.WireModel
+	sizing chan struct{}
 	// warming is closed when the digests' warm-up ends; nil if none runs.
 	warming chan struct{}
 	ctx     context.Context
@@ -116,6 +120,9 @@ func (s *sender) run() (*migrate.Report, error) {
 	// it queued); closing their queues ends them.
 	defer func() {
 		s.waitWarm()
+		if s.sizing != nil {
+			<-s.sizing
+		}
 		_ = s.out.close()
 		if s.pw != nil {
 			_ = s.pw.Release()
@@ -145,6 +152,9 @@ func (s *sender) run() (*migrate.Report, error) {
 		spec, meta = s.vm.IncomingSpec(), s.src.Metadata()
 		return err
 	})
+	if inspectErr == nil {
+		s.measureWireSizes()
+	}
 	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: fbs,
 		Devices: devices, DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
 	if err != nil {
@@ -158,6 +168,11 @@ func (s *sender) run() (*migrate.Report, error) {
 	var a migrate.Action
 	if inspectErr != nil {
 		a = core.Fail(s.now(), inspectErr)
+	} else if err := s.ctx.Err(); err != nil {
+		// Canceled before the handshake: the migration fails in setup,
+		// as a cancel between any two later steps fails in the phase it
+		// came in.
+		a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
 	} else if rtt, err := s.setup(spec, sourceName, meta); err != nil {
 		a = core.Fail(s.now(), liveCause(s.ctx, s.conns, err))
 	} else if err := core.UpdateCosts(liveStunCosts(snapshot, devices), 2*rtt); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
@@ -161,13 +162,59 @@ func (s *sender) copyRound(a migrate.Action) (migrate.Action, error) {
 	// The dirty counts and page states are the memory package's own
 	// synchronized reads: the host runs on meanwhile, as it did while
 	// the round was copied.
-	dirty, used := s.src.DirtyBytes(a.Regions), int64(0)
+	dirty, err := s.src.Dirty(a.Regions, s.predictWire)
+	if err != nil {
+		return a, err
+	}
+	var used migrate.Pages
 	if s.cfg.Mode == migrate.Legacy {
-		used = s.src.UsedFramebufferBytes()
+		if used, err = s.src.UsedFramebuffer(s.predictWire); err != nil {
+			return a, err
+		}
 	}
 	next := s.core.RoundArrived(s.now(), dirty, used)
 	s.warmDigests()
 	return next, nil
+}
+
+// measureWireSizes measures, on a goroutine of its own while round 0 is
+// copied, the class sizes the prediction at the end of each round needs:
+// for the page size of every region, at every level the batches may be
+// encoded at. A failure shows again when the prediction asks.
+func (s *sender) measureWireSizes() {
+	levels := []checkpoint.Level{s.cfg.Engine.Level}
+	if s.chooser != nil {
+		levels = migrate.AutoLevels()
+	}
+	var encs []migrate.PageEncoding
+	for _, r := range s.src.Regions() {
+		for _, l := range levels {
+			encs = append(encs, s.encoding(l, r.PageSize()))
+		}
+	}
+	s.sizing = make(chan struct{})
+	go func() {
+		defer close(s.sizing)
+		_ = migrate.MeasureWireSizes(encs...)
+	}()
+}
+
+// encoding is how the batches of pages of pageSize bytes are encoded at
+// level.
+func (s *sender) encoding(level checkpoint.Level, pageSize int) migrate.PageEncoding {
+	return migrate.PageEncoding{PageSize: pageSize, BatchBytes: s.cfg.Engine.BatchBytes, Level: level,
+		Encrypted: s.cfg.EncryptionKey != nil}
+}
+
+// predictWire sizes counts pages of each class at the level the next
+// batches are encoded at: the adaptive codec's current choice, or the
+// configured level.
+func (s *sender) predictWire(counts *[memory.ClassExplicit]int64, pageSize int) (int64, error) {
+	level := s.cfg.Engine.Level
+	if s.chooser != nil {
+		level = s.chooser.Choice()
+	}
+	return s.wire.Wire(s.encoding(level, pageSize), counts)
 }
 
 // warmDigests brings the regions' digests up to date while the VM runs and
