@@ -67,9 +67,15 @@ func TestLegacyFitsPublishedStun(t *testing.T) {
 // fitLine is the least-squares line through points: stun = fixed +
 // perGiB x used GiB.
 func fitLine(points []StunPoint) (fixed, perGiB time.Duration) {
+	return fitLineBy(points, func(p StunPoint) float64 { return float64(p.UsedGiB) })
+}
+
+// fitLineBy is the least-squares line through points with x(p) for each
+// point's size: stun = fixed + perUnit x x(p).
+func fitLineBy(points []StunPoint, x func(StunPoint) float64) (fixed, perUnit time.Duration) {
 	var sx, sy, sxx, sxy float64
 	for _, p := range points {
-		x, y := float64(p.UsedGiB), p.Stun.Seconds()
+		x, y := x(p), p.Stun.Seconds()
 		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
 	n := float64(len(points))

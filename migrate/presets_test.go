@@ -38,17 +38,10 @@ func usableGiB(t *testing.T, model string, size int) (vgpu.Profile, float64) {
 // up to the line's.
 func TestVSphere70FitIsPublished(t *testing.T) {
 	tb := presetTable(t, "vsphere-7.0")
-	var sx, sy, sxx, sxy float64
-	fit := tb.Points[:len(tb.Points)-1]
-	for _, p := range fit {
+	fixed, perGiB := fitLineBy(tb.Points[:len(tb.Points)-1], func(p StunPoint) float64 {
 		_, x := usableGiB(t, tb.GPUModel, p.UsedGiB)
-		y := p.Stun.Seconds()
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
-	}
-	n := float64(len(fit))
-	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
-	fixed := time.Duration((sy - slope*sx) / n * float64(time.Second))
-	perGiB := time.Duration(slope * float64(time.Second))
+		return x
+	})
 	if d := fixed - VSphere70FitFixedStun; d < -time.Millisecond || d > time.Millisecond {
 		t.Errorf("fit's fixed stun %v, constant %v", fixed, VSphere70FitFixedStun)
 	}
