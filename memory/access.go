@@ -31,8 +31,11 @@ func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 			l.RUnlock()
 			return n, ErrUnmapped
 		}
-		r.sp.readLocked(t, in, p[n:n+chunk])
+		err := r.sp.readLocked(t, in, p[n:n+chunk])
 		l.RUnlock()
+		if err != nil {
+			return n, err
+		}
 		n += chunk
 	}
 	return n, nil
@@ -43,6 +46,9 @@ func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 // nothing and returns an error wrapping ErrOutOfRange. It implements
 // io.WriterAt.
 func (r *Region) WriteAt(p []byte, off int64) (int, error) {
+	if err := r.writable("write"); err != nil {
+		return 0, err
+	}
 	if err := r.checkBytes("write", off, len(p)); err != nil {
 		return 0, err
 	}
@@ -81,8 +87,12 @@ func (r *Region) ReadPage(p int, dst []byte) (PageState, error) {
 	if r.unmapped.Load() {
 		return PageState{}, ErrUnmapped
 	}
-	r.sp.readLocked(t, 0, dst)
-	r.sp.learnSum(t.abs, dst)
+	if err := r.sp.readLocked(t, 0, dst); err != nil {
+		return PageState{}, err
+	}
+	if r.sp.img == nil { // an image's digest needs no sums: see imageSource.digest
+		r.sp.learnSum(t.abs, dst)
+	}
 	c, gen := r.sp.state(t.abs)
 	return PageState{Gen: gen, Class: c}, nil
 }
@@ -113,8 +123,9 @@ func (r *Region) IsZeroPage(p int) (bool, error) {
 	switch c, _ := r.sp.state(t.abs); {
 	case c == ClassZero:
 		return true, nil
-	case c.Generated():
-		// Every generator but zero's yields a non-zero page.
+	case c.Generated(), r.sp.img != nil:
+		// Every generator but zero's yields a non-zero page; an image's
+		// page is explicit only if OpenImage found a byte that is not.
 		return false, nil
 	}
 	return IsZero(r.sp.back.page(t.abs)), nil
@@ -126,6 +137,9 @@ func (r *Region) IsZeroPage(p int) (bool, error) {
 // index. A Synthetic region stores nothing for it; Dense and Sparse store
 // the bytes, so all three read alike. ClassZero zeroes the pages.
 func (r *Region) Fill(first, n int, c Class) error {
+	if err := r.writable("fill"); err != nil {
+		return err
+	}
 	if !c.Generated() {
 		return ErrClass
 	}
@@ -138,6 +152,9 @@ func (r *Region) Fill(first, n int, c Class) error {
 
 // FillMix is Fill with each page's class chosen by m for r's seed.
 func (r *Region) FillMix(first, n int, m Mix) error {
+	if err := r.writable("fill"); err != nil {
+		return err
+	}
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -167,6 +184,9 @@ func (r *Region) fillPage(p int, c Class) error {
 // memory either: a destination that receives a synthetic VM's bytes holds
 // it as compactly as the source.
 func (r *Region) StorePage(p int, data []byte, gen uint32) error {
+	if err := r.writable("store"); err != nil {
+		return err
+	}
 	if len(data) != r.sp.pageSize {
 		return ErrPageSize
 	}
@@ -221,6 +241,9 @@ func (r *Region) storeRecognized(p int, data []byte, gen uint32) (bool, error) {
 // generation gen, as a destination applies a page whose bytes it can
 // regenerate.
 func (r *Region) StoreGenerated(p int, c Class, gen uint32) error {
+	if err := r.writable("store"); err != nil {
+		return err
+	}
 	if !c.Generated() {
 		return ErrClass
 	}
@@ -272,6 +295,9 @@ func (r *Region) install(t target, sb *sparseBacking, bp *[]byte, c Class, gen u
 // Scrub returns every page of r to its initial state — zero, generation 0
 // — frees what the backing can, and clears r's dirty log.
 func (r *Region) Scrub() error {
+	if err := r.writable("scrub"); err != nil {
+		return err
+	}
 	if r.unmapped.Load() {
 		return ErrUnmapped
 	}

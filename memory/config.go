@@ -19,6 +19,10 @@ const (
 	// class). Bytes written explicitly with WriteAt or StorePage are kept
 	// in a sparse overlay, so results equal those of Dense and Sparse.
 	Synthetic
+	// Image is a read-only root whose bytes are read, when they are read,
+	// from a raw memory image: a guest RAM or framebuffer dump. Only
+	// OpenImage makes one; New refuses it.
+	Image
 )
 
 func (k Kind) String() string {
@@ -29,6 +33,8 @@ func (k Kind) String() string {
 		return "sparse"
 	case Synthetic:
 		return "synthetic"
+	case Image:
+		return "image"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -75,6 +81,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PageSize < MinPageSize || c.PageSize > MaxPageSize || c.PageSize&(c.PageSize-1) != 0 {
 		return c, configError("page size %d is not a power of two in [%d, %d]", c.PageSize, MinPageSize, MaxPageSize)
+	}
+	if c.Kind == Image {
+		return c, configError("an image region is made by OpenImage, not New")
 	}
 	if c.Kind != Dense && c.Kind != Sparse && c.Kind != Synthetic {
 		return c, configError("unknown backing %v", c.Kind)

@@ -41,6 +41,9 @@ func (r *Region) DigestParallel(workers int) (uint64, error) {
 	if r.unmapped.Load() {
 		return 0, ErrUnmapped
 	}
+	if r.sp.img != nil {
+		return r.sp.img.digest(r.sp)
+	}
 	c := r.sp.digestCache()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -39,6 +39,12 @@
 //     run of pages costs time and metadata by the 512-page chunk, not by
 //     the page (see Page metadata).
 //
+// A fourth, Image, is read-only: OpenImage makes a root of a raw memory
+// image (a guest RAM or framebuffer dump) read through an io.ReaderAt and
+// a small cache, never loaded, so that the copy engine and a migration's
+// source run on real content; every change to it fails with ErrReadOnly.
+// ClassifyPage tells which content class real bytes look like.
+//
 // # Content
 //
 // A page's content class (zero, model weights, activations, text, random,

@@ -31,6 +31,15 @@ var (
 	// ErrRate reports a write rate or interval that would overflow the
 	// page arithmetic of a Pattern.
 	ErrRate = errors.New("memory: rate or interval out of range")
+	// ErrReadOnly reports a write, fill, store, scrub or map refused by a
+	// read-only region: one backed by an image (OpenImage). Nothing is
+	// changed by such a call.
+	ErrReadOnly = errors.New("memory: region is read-only")
+	// ErrImage reports an image that could not be read: its reader
+	// failed, returned fewer bytes than asked without an error, claimed
+	// more than it was given, or panicked. It is wrapped by an
+	// *ImageError, which also wraps the reader's own error.
+	ErrImage = errors.New("memory: image read failed")
 )
 
 // AccessError describes an out-of-range access. It wraps ErrOutOfRange.
@@ -51,3 +60,22 @@ func (e *AccessError) Unwrap() error { return ErrOutOfRange }
 func configError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
 }
+
+// ImageError describes a failed read of an image (OpenImage). It wraps
+// ErrImage and the reader's error, if it gave one.
+type ImageError struct {
+	Off int64 // first byte of the read in the image
+	Len int   // bytes asked for
+	Err error // what went wrong
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("memory: image read [%d, +%d): %v", e.Off, e.Len, e.Err)
+}
+
+// Unwrap returns ErrImage and the cause.
+func (e *ImageError) Unwrap() []error { return []error{ErrImage, e.Err} }
+
+// readOnlyError returns the error of operation op refused by a read-only
+// region.
+func readOnlyError(op string) error { return fmt.Errorf("%w: %s refused", ErrReadOnly, op) }

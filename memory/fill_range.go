@@ -21,6 +21,9 @@ const bulkFillMinPages = 64
 // at a time. A workload that rewrites gigabytes of framebuffer every
 // training iteration then costs microseconds an iteration.
 func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
+	if err := r.writable("fill"); err != nil {
+		return 0, err
+	}
 	if len(m.Parts) == 1 {
 		c, m.Parts = m.Parts[0].Class, nil
 	}
@@ -62,6 +65,9 @@ func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
 // or a root without windows, is written under the locks of its range
 // taken once, where they are no more than its pages, not a lock a page.
 func (r *Region) fillEach(pages []int, m Mix) (int, error) {
+	if err := r.writable("fill"); err != nil {
+		return 0, err
+	}
 	if len(pages) == 0 {
 		return 0, nil
 	}

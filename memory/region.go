@@ -47,6 +47,9 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 	if r.window {
 		return nil, ErrNotRoot
 	}
+	if err := r.writable("map"); err != nil {
+		return nil, err
+	}
 	if firstPage < 0 || pages <= 0 || firstPage > r.pages-pages {
 		return nil, &AccessError{Op: "map", Off: int64(firstPage), Len: int64(pages), Size: int64(r.pages)}
 	}
@@ -135,7 +138,8 @@ func (r *Region) Seed() uint64 { return r.seed }
 
 // ResidentBytes returns the page memory the root's backing holds, for r
 // and every window of its root alike: the whole space for Dense, the pages
-// that hold bytes for Sparse and Synthetic. Not counted: metadata (24
+// that hold bytes for Sparse and Synthetic, the blocks its cache holds for
+// an Image. Not counted: metadata (24
 // bytes a chunk of 512 pages, made 64 chunks at a time by the first write
 // among their pages, and a byte to six bytes a page more for pages set one
 // by one: see the package documentation), the dirty logs,

@@ -33,6 +33,9 @@ import (
 // and MixKey for a class run (ErrConfig). Nothing allocated depends on
 // the pages runs claim beyond r's own pages and metadata.
 func (r *Region) StoreRuns(runs []Run) error {
+	if err := r.writable("store runs"); err != nil {
+		return err
+	}
 	if err := r.checkRuns(runs); err != nil {
 		return err
 	}

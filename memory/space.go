@@ -38,6 +38,7 @@ type space struct {
 	kind      Kind
 	seed      uint64
 	back      backing
+	img       *imageSource // the image of a read-only region (OpenImage), else nil
 	meta      []atomic.Pointer[metaGroup]
 	metaShift uint // log2 of a metaChunk's pages: metaChunkShift, lowered by tests
 	locks     []paddedRWMutex
@@ -74,9 +75,12 @@ func newSpace(cfg Config) *space {
 
 		bulkFillMin: bulkFillMinPages,
 	}
-	if cfg.Kind == Dense {
+	switch cfg.Kind {
+	case Dense:
 		sp.back = newDense(pages, shift)
-	} else {
+	case Image:
+		// OpenImage sets the backing: the image.
+	default:
 		sp.back = newSparse(pages, cfg.PageSize)
 	}
 	sp.scratch.New = func() any { b := make([]byte, sp.pageSize); return &b }
@@ -122,25 +126,27 @@ func (sp *space) sparse() *sparseBacking {
 func (sp *space) storesGenerated() bool { return sp.kind != Synthetic }
 
 // readLocked copies bytes [off, off+len(dst)) of page t into dst. The page
-// lock is held.
-func (sp *space) readLocked(t target, off int, dst []byte) {
+// lock is held. It fails only for a page of an image, whose reader failed.
+func (sp *space) readLocked(t target, off int, dst []byte) error {
 	if buf := sp.back.page(t.abs); buf != nil {
 		copy(dst, buf[off:])
-		return
+		return nil
 	}
 	c, gen := sp.state(t.abs)
-	if c == ClassZero {
+	switch {
+	case c == ClassZero:
 		clear(dst)
-		return
-	}
-	if off == 0 && len(dst) == sp.pageSize {
+	case sp.img != nil:
+		return sp.img.read(t.abs, off, dst)
+	case off == 0 && len(dst) == sp.pageSize:
 		Generate(dst, c, t.seed, t.key, gen)
-		return
+	default:
+		bp := sp.scratch.Get().(*[]byte)
+		Generate(*bp, c, t.seed, t.key, gen)
+		copy(dst, (*bp)[off:])
+		sp.scratch.Put(bp)
 	}
-	bp := sp.scratch.Get().(*[]byte)
-	Generate(*bp, c, t.seed, t.key, gen)
-	copy(dst, (*bp)[off:])
-	sp.scratch.Put(bp)
+	return nil
 }
 
 // writeLocked stores src at offset off of page t and bumps its generation.

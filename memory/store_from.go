@@ -19,6 +19,9 @@ package memory
 //
 // On an error some pages may be stored and counted already.
 func (r *Region) StoreGeneratedFrom(src *Region, set *PageSet, counts *[ClassExplicit]int64, explicit *PageSet) error {
+	if err := r.writable("store"); err != nil {
+		return err
+	}
 	switch {
 	case src == nil || set == nil || counts == nil || explicit == nil:
 		return configError("store generated from: nil region, set or counts")

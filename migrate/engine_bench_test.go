@@ -112,7 +112,8 @@ func warmEngine(b *testing.B, workers int, r *memory.Region, all *memory.PageSet
 // BenchmarkCopyEngine streams every page of a 1 GiB Dense region of 4 KiB
 // pages, filled with each standard mix, through a checkpoint.Writer to
 // io.Discard, with 1 and 2 workers, and 4, 8 and 14 where GOMAXPROCS
-// allows.
+// allows. With VGPUSIM_IMAGE naming a raw memory image, it streams the
+// image too, as content=image/workers=W (engine_image_bench_test.go).
 func BenchmarkCopyEngine(b *testing.B) {
 	for _, m := range memory.Mixes() {
 		for _, workers := range migtest.BenchWorkers() {
@@ -134,6 +135,7 @@ func BenchmarkCopyEngine(b *testing.B) {
 			})
 		}
 	}
+	benchmarkCopyImage(b)
 }
 
 // BenchmarkBaseline measures what the copy engine is compared with on the

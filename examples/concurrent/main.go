@@ -23,6 +23,23 @@
 //
 //	go run ./examples/concurrent [-profiles LIST] [-mode MODE] [-vms N] [-workload NAME]
 //	    [-link NAME] [-warmup D] [-seed N] [-csv FILE] [-json FILE] [-svg FILE] [-figure FILE]
+//	    [-workers N] [-shard i/n]
+//
+// -csv and -json (JSON Lines, one object a line) write every row of the
+// table.
+//
+// The migrations of one group share a link, so a group is one
+// simulation; the sweep's independent points are its scenarios, each
+// profile in each mode and schedule, each on hosts of its own (package
+// sweep). -workers N runs N scenarios at once (default one per core),
+// with the same output for any N. -shard i/n runs only shard i of n, a
+// contiguous block of the scenarios in their order, for a batch system to
+// spread the sweep over machines: it prints that shard's rows without the
+// summary of each profile, which needs both its schedules, and -csv and
+// -json write its rows, the CSV header in shard 0's file alone, so that
+// the files of shards 0 to n-1, concatenated in order, are the whole
+// run's, byte for byte. -svg and -figure draw the whole run and are
+// refused with -shard.
 package main
 
 import (
@@ -35,6 +52,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -56,9 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&p.warmup, "warmup", p.warmup, "simulated time the workloads run before the first migration starts")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VMs' memory contents and workloads")
 	csvPath := fs.String("csv", "", "also write the table as CSV to `FILE`")
-	jsonPath := fs.String("json", "", "also write the table as JSON to `FILE`")
+	jsonPath := fs.String("json", "", "also write the table as JSON Lines, one object a row, to `FILE`")
 	svgPath := fs.String("svg", "", "draw the figure as SVG to `FILE` (runs the examples/plot module)")
 	figurePath := fs.String("figure", "", "write the figure as JSON to `FILE`, for examples/plot")
+	var cfg sweep.Config
+	cfg.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: concurrent [flags]\n\n"+
 			"Live-migrates six vGPU VMs of each profile at once over one link, then the same six one\n"+
@@ -80,16 +100,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "concurrent:", err)
 		return 2
 	}
-	rows, err := simulate(p)
+	if !cfg.Shard.Whole() && (*svgPath != "" || *figurePath != "") {
+		fmt.Fprintln(stderr, "concurrent: -svg and -figure draw the whole run, not one -shard of it")
+		return 2
+	}
+	rows, err := simulate(p, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "concurrent:", err)
 		return 1
 	}
-	if err := report(stdout, p, rows); err != nil {
+	if err := report(stdout, p, cfg.Shard, rows); err != nil {
 		fmt.Fprintln(stderr, "concurrent:", err)
 		return 1
 	}
-	if err := writeOutputs(p, rows, *csvPath, *jsonPath, *svgPath, *figurePath); err != nil {
+	if err := writeOutputs(p, rows, cfg.Shard, *csvPath, *jsonPath, *svgPath, *figurePath); err != nil {
 		fmt.Fprintln(stderr, "concurrent:", err)
 		return 1
 	}
@@ -139,8 +163,9 @@ func linkNames() string {
 	return strings.Join(names, ", ")
 }
 
-// report prints the heading, the table and the summary under it.
-func report(w io.Writer, p params, rows []row) error {
+// report prints the heading, the table and the summary under it; a
+// shard's report, the shard's rows without the summary of each group.
+func report(w io.Writer, p params, shard sweep.Shard, rows []row) error {
 	what := "SPECapc-like CAD rendering (frames)"
 	if p.workload == workloadInference {
 		what = "Inception V3 inference (requests)"
@@ -148,24 +173,31 @@ func report(w io.Writer, p params, rows []row) error {
 	fmt.Fprintf(w, "%d vGPU VMs per profile migrated concurrently over one %v, then one by one.\n", p.vms, p.link)
 	fmt.Fprintf(w, "Each VM: guest RAM %d GiB (%d GiB in use), the whole usable framebuffer in use, %s;\n",
 		p.ramBytes>>30, p.ramFootprintBytes>>30, what)
-	fmt.Fprintf(w, "%v of workload before the first migration.\n\n", p.warmup)
+	fmt.Fprintf(w, "%v of workload before the first migration.\n", p.warmup)
+	var gs []group
+	if shard.Whole() {
+		gs = summarize(rows)
+	} else {
+		fmt.Fprintf(w, "Shard %v, %d migrations: the summary of each profile, which needs both its schedules, is left out.\n", shard, len(rows))
+	}
+	fmt.Fprintln(w)
 	if err := writeTable(w, rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	return writeSummary(w, p, summarize(rows))
+	return writeSummary(w, p, gs)
 }
 
-// writeOutputs writes the files the flags ask for.
-func writeOutputs(p params, rows []row, csvPath, jsonPath, svgPath, figurePath string) error {
-	table := func(write func(io.Writer, []row) error) func(io.Writer) error {
-		return func(w io.Writer) error { return write(w, rows) }
-	}
-	fig := buildFigure(p, rows)
+// writeOutputs writes the files the flags ask for: the CSV's header only
+// if the shard writes it.
+func writeOutputs(p params, rows []row, shard sweep.Shard, csvPath, jsonPath, svgPath, figurePath string) error {
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer) error
-	}{{csvPath, table(writeCSV)}, {jsonPath, table(writeJSON)}} {
+	}{
+		{csvPath, func(w io.Writer) error { return writeCSV(w, rows, shard) }},
+		{jsonPath, func(w io.Writer) error { return writeJSON(w, rows) }},
+	} {
 		if out.path == "" {
 			continue
 		}
@@ -173,5 +205,8 @@ func writeOutputs(p params, rows []row, csvPath, jsonPath, svgPath, figurePath s
 			return err
 		}
 	}
-	return fig.WriteFiles(figurePath, svgPath)
+	if svgPath == "" && figurePath == "" {
+		return nil
+	}
+	return buildFigure(p, rows).WriteFiles(figurePath, svgPath)
 }

@@ -3,43 +3,47 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
 	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/sweep"
+	"github.com/vgpusim/vgpusim/sweep/sweeptest"
 )
 
-// -json writes the CSV's table: the same rows, keys in column order, the
-// same numbers.
+// -json writes the CSV's table as JSON Lines: the same rows, one object a
+// line, keys in column order, the same numbers.
 func TestJSONIsTheCSVTable(t *testing.T) {
 	o := smallOutput(t)
 	rows := table(t, o.csv)
+	lines := strings.SplitAfter(string(o.json), "\n")
+	if lines[len(lines)-1] != "" || len(lines)-1 != len(rows) {
+		t.Fatalf("JSON has %d lines, the CSV %d rows; want one a row, each ended", len(lines)-1, len(rows))
+	}
 	var objs []map[string]any
-	if err := json.Unmarshal(o.json, &objs); err != nil {
-		t.Fatal(err)
-	}
-	if len(objs) != len(rows) {
-		t.Fatalf("JSON has %d rows, CSV %d", len(objs), len(rows))
-	}
-	dec := json.NewDecoder(bytes.NewReader(o.json))
-	token := func() json.Token {
-		tok, err := dec.Token()
-		if err != nil {
-			t.Fatal(err)
+	for i, line := range lines[:len(rows)] {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
 		}
-		return tok
-	}
-	token() // [
-	for range rows {
+		objs = append(objs, obj)
+		dec := json.NewDecoder(strings.NewReader(line))
+		token := func() json.Token {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}
 		token() // {
 		var keys []string
 		for dec.More() {
 			keys = append(keys, token().(string))
 			token()
 		}
-		token() // }
 		if !slices.Equal(keys, columnNames()) {
 			t.Fatalf("JSON keys %v, want %v", keys, columnNames())
 		}
@@ -109,13 +113,15 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errs); code != 0 {
 		t.Errorf("-h: exit %d", code)
 	}
-	for _, f := range []string{"-profiles", "-mode", "-vms", "-workload", "-link", "-warmup", "-seed", "-csv", "-json", "-svg", "-figure"} {
+	for _, f := range []string{"-profiles", "-mode", "-vms", "-workload", "-link", "-warmup", "-seed", "-csv", "-json", "-svg", "-figure",
+		"-workers", "-shard"} {
 		if !strings.Contains(errs.String(), f) {
 			t.Errorf("-h does not mention %s:\n%s", f, errs.String())
 		}
 	}
 	for _, args := range [][]string{{"-nosuchflag"}, {"-link", "56k"}, {"extra"}, {"-profiles", "P40-5Q"},
-		{"-profiles", "T4-1Q"}, {"-mode", "fast"}, {"-workload", "games"}} {
+		{"-profiles", "T4-1Q"}, {"-mode", "fast"}, {"-workload", "games"}, {"-shard", "2/2"}, {"-shard", "a/b"},
+		{"-workers", "-1"}, {"-shard", "0/2", "-svg", "x.svg"}, {"-shard", "1/2", "-figure", "x.json"}} {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
@@ -126,4 +132,32 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%q: exit %d, want 1", args, code)
 		}
 	}
+}
+
+// The sweep's scenarios run as four shards, each -csv and -json file
+// concatenated in shard order, are the whole run's, byte for byte; so is
+// the whole run on one worker and on four, which print the same report.
+// Eight scenarios: two profiles, both modes, both schedules.
+func TestShardsConcatenate(t *testing.T) {
+	skipUnderRace(t)
+	args := []string{"-profiles", "P40-1Q,P40-2Q", "-mode", "both", "-vms", "2", "-warmup", "1s"}
+	files := func(o output) map[string][]byte { return map[string][]byte{"csv": o.csv, "json": o.json} }
+	one := runWith(t, append(args, "-workers", "1")...)
+	if n := len(table(t, one.csv)); n != 16 {
+		t.Fatalf("%d rows, want 16", n)
+	}
+	four := runWith(t, append(args, "-workers", "4")...)
+	sweeptest.Equal(t, "4 workers", files(one), files(four))
+	if !bytes.Equal(one.stdout, four.stdout) || !bytes.Equal(one.figure, four.figure) {
+		t.Errorf("4 workers printed\n%s\nwant\n%s", four.stdout, one.stdout)
+	}
+	shards := sweeptest.Concat(t, 4, func(s sweep.Shard) map[string][]byte {
+		o := runWith(t, append(args, "-shard", s.String(), "-workers", "2")...)
+		if want := fmt.Sprintf("Shard %v, 4 migrations: ", s); !strings.Contains(string(o.stdout), want) ||
+			strings.Contains(string(o.stdout), "concurrent migrations all ended") {
+			t.Errorf("shard %v's report does not say %q or has the summary:\n%s", s, want, o.stdout)
+		}
+		return files(o)
+	})
+	sweeptest.Equal(t, "4 shards", files(one), shards)
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -84,10 +87,21 @@ type row struct {
 	report *migrate.Report
 }
 
+// scenario is one point of the sweep: a group of VMs of one profile,
+// migrated in one mode and one schedule. A scenario builds hosts of its
+// own, from the same seed as every other, so that both schedules move the
+// same VMs in the same state and no scenario depends on another.
+type scenario struct {
+	prof  vgpu.Profile
+	mode  migrate.Mode
+	sched string
+}
+
 // simulate migrates, for each profile and mode, a group of VMs both ways:
-// concurrently, and one by one. Each run has hosts of its own, built from
-// the same seed, so both schedules move the same VMs in the same state.
-func simulate(p params) ([]row, error) {
+// concurrently, and one by one; the scenarios of cfg's shard (all of them
+// for the zero shard), cfg.Workers at a time, their rows in scenario
+// order.
+func simulate(p params, cfg sweep.Config) ([]row, error) {
 	if p.warmup < 0 {
 		return nil, fmt.Errorf("-warmup %v is negative", p.warmup)
 	}
@@ -95,7 +109,7 @@ func simulate(p params) ([]row, error) {
 		return nil, fmt.Errorf("-vms %d: want 1 to %d, the migrations a host takes part in at once",
 			p.vms, migrate.DefaultMaxPerHost)
 	}
-	var rows []row
+	var scenarios []scenario
 	for _, name := range p.profiles {
 		prof, err := vgpu.ParseProfile(name)
 		if err != nil {
@@ -103,15 +117,18 @@ func simulate(p params) ([]row, error) {
 		}
 		for _, mode := range p.modes {
 			for _, sched := range schedules {
-				rs, err := migrateGroup(p, prof, mode, sched)
-				if err != nil {
-					return nil, fmt.Errorf("%s %v %s: %w", prof.Name, mode, sched, err)
-				}
-				rows = append(rows, rs...)
+				scenarios = append(scenarios, scenario{prof, mode, sched})
 			}
 		}
 	}
-	return rows, nil
+	groups, err := sweep.Run(context.Background(), scenarios, cfg, func(_ context.Context, _ int, s scenario) ([]row, error) {
+		rs, err := migrateGroup(p, s.prof, s.mode, s.sched)
+		if err != nil {
+			return nil, fmt.Errorf("%s %v %s: %w", s.prof.Name, s.mode, s.sched, err)
+		}
+		return rs, nil
+	})
+	return slices.Concat(groups...), err
 }
 
 // migrateGroup builds a source host with p.vms VMs of profile prof and an

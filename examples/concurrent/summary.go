@@ -85,7 +85,7 @@ func summarize(rows []row) []group {
 }
 
 // writeSummary prints, under the table, each group in a few sentences: the
-// comparison the seed's Figure 2 is about.
+// comparison the seed's Figure 2 is about; then what the columns measure.
 func writeSummary(w io.Writer, p params, gs []group) error {
 	item := "frames"
 	if p.workload == workloadInference {

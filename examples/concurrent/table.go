@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/sweep"
 )
 
 // columns: the migration, then the workload (frames or requests) over the
@@ -72,9 +73,14 @@ func newTable(rows []row) *tabular.Table {
 // writeTable prints the rows aligned.
 func writeTable(w io.Writer, rows []row) error { return newTable(rows).WriteText(w) }
 
-// writeCSV writes the same table as CSV.
-func writeCSV(w io.Writer, rows []row) error { return newTable(rows).WriteCSV(w) }
+// writeCSV writes the same table as CSV, after the header if shard s
+// writes it: the files of the shards, concatenated in order, are the
+// whole sweep's.
+func writeCSV(w io.Writer, rows []row, s sweep.Shard) error {
+	return newTable(rows).WriteShardCSV(w, s)
+}
 
-// writeJSON writes the same table as a JSON array of objects, one a row,
-// keyed by the column names in column order, built from the CSV's cells.
-func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSON(w) }
+// writeJSON writes the same table as JSON Lines, one object a row, keyed
+// by the column names in column order, built from the CSV's cells; with
+// no header, the shards' files concatenate too.
+func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSONLines(w) }

@@ -37,34 +37,49 @@ const (
 	expRAMFootprintBytes = 128 * vgpu.MiB
 )
 
-// simulateExperiments runs Experiment 1 (every profile of p.expProfiles at
-// an offered load above any profile's capacity) and Experiment 2 (every
-// rate of p.expRates on p.profile), both models each, no migration.
-func simulateExperiments(p params) ([]point, error) {
-	var pts []point
+// expPoint is one point of Experiment 1 or 2: both models on a profile
+// at an offered request rate, at most maxQueue requests waiting at the
+// vGPU (0: the scheduler's default), without migration.
+type expPoint struct {
+	experiment string
+	prof       vgpu.Profile
+	rate       float64
+	maxQueue   int
+}
+
+// experimentPoints lists Experiment 1's points (every profile of
+// p.expProfiles at an offered load above any profile's capacity) and then
+// Experiment 2's (every rate of p.expRates on p.profile), in the order
+// their rows print.
+func experimentPoints(p params) ([]expPoint, error) {
+	var eps []expPoint
 	for _, name := range p.expProfiles {
 		prof, err := vgpu.ParseProfile(name)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range models {
-			pt, err := servePoint(p, prof, m.model, p.expRate, capacityQueue)
-			if err != nil {
-				return nil, fmt.Errorf("experiment 1, %s %s: %w", name, m.model.Name, err)
-			}
-			pt.experiment = expProfiles
-			pts = append(pts, pt)
-		}
+		eps = append(eps, expPoint{expProfiles, prof, p.expRate, capacityQueue})
 	}
 	for _, rate := range p.expRates {
-		for _, m := range models {
-			pt, err := servePoint(p, p.profile, m.model, rate, 0)
-			if err != nil {
-				return nil, fmt.Errorf("experiment 2, %v requests/s %s: %w", rate, m.model.Name, err)
+		eps = append(eps, expPoint{expRates, p.profile, rate, 0})
+	}
+	return eps, nil
+}
+
+// simulatePoint runs the point for both models, Inception V3 first, each
+// on a host of its own.
+func simulatePoint(p params, e expPoint) ([]point, error) {
+	var pts []point
+	for _, m := range models {
+		pt, err := servePoint(p, e.prof, m.model, e.rate, e.maxQueue)
+		if err != nil {
+			if e.experiment == expProfiles {
+				return nil, fmt.Errorf("experiment 1, %s %s: %w", e.prof.Name, m.model.Name, err)
 			}
-			pt.experiment = expRates
-			pts = append(pts, pt)
+			return nil, fmt.Errorf("experiment 2, %v requests/s %s: %w", e.rate, m.model.Name, err)
 		}
+		pt.experiment = e.experiment
+		pts = append(pts, pt)
 	}
 	return pts, nil
 }

@@ -18,13 +18,28 @@
 // Every P40 runs the fixed-share scheduler, so a lone vGPU gets its
 // profile's share of the GPU, as on a GPU full of tenants. The timeline
 // steps are 100 ms of simulated time; -csv and -json keep every step, the
-// printed timeline sums them over -print-step.
+// printed timeline sums them over -print-step. -csv FILE writes the
+// timeline to FILE and the summary and the experiments beside it
+// (FILE_summary, FILE_experiments, before the extension); -json the same
+// three files as JSON Lines, one object a row.
+//
+// Each model's runs and each experiment's point (both models) are
+// simulations of their own, a grid of independent points (package
+// sweep): -workers N runs N at once (default one per core), with the same
+// output for any N. -shard i/n runs only shard i of n, a contiguous block
+// of them in their order (the models' runs first), for a batch system to
+// spread the sweep over machines: it prints that shard's parts without the
+// verdict, which needs every experiment's point, and -csv and -json write
+// its rows of each table, the CSV header in shard 0's files alone, so that
+// each table's files of shards 0 to n-1, concatenated in order, are the
+// whole run's, byte for byte. -svg and -figure draw the whole run and are
+// refused with -shard.
 //
 // Usage:
 //
 //	go run ./examples/mlaas [-profile NAME] [-model NAME] [-rate R] [-link NAME] [-mode NAME]
 //		[-duration D] [-migrate-at D] [-print-step D] [-ram GiB] [-ram-used GiB] [-exp-duration D] [-seed N]
-//		[-csv FILE] [-json FILE] [-svg FILE] [-figure FILE]
+//		[-csv FILE] [-json FILE] [-svg FILE] [-figure FILE] [-workers N] [-shard i/n]
 package main
 
 import (
@@ -89,9 +104,10 @@ func parseFlags(args []string, stderr io.Writer) (params, outputs, int) {
 	fs.DurationVar(&p.expDuration, "exp-duration", p.expDuration, "simulated time of each point of Experiments 1 and 2")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for request arrivals and memory contents")
 	fs.StringVar(&out.csv, "csv", "", "write the timeline as CSV to `FILE`, the summary and the experiments beside it\n(FILE's name with _summary and _experiments before the extension)")
-	fs.StringVar(&out.json, "json", "", "write the timeline, the summary and the experiments as JSON to `FILE`")
+	fs.StringVar(&out.json, "json", "", "write the timeline as JSON Lines to `FILE`, the summary and the experiments beside it, as -csv")
 	fs.StringVar(&out.svg, "svg", "", "draw the figure as SVG to `FILE` (runs the examples/plot module with the go command)")
 	fs.StringVar(&out.figure, "figure", "", "write the figure as JSON to `FILE`, for examples/plot")
+	p.sweep.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: mlaas [flags]\n\n"+
 			"Live-migrates an inference service VM (Inception V3, MobileNet) on a Tesla P40 vGPU in the\n"+
@@ -123,7 +139,13 @@ func parseFlags(args []string, stderr io.Writer) (params, outputs, int) {
 		return p, out, 2
 	}
 	p.ramBytes, p.ramFootprintBytes = *ramGiB*vgpu.GiB, *ramUsedGiB*vgpu.GiB
-	if err := p.validate(); err != nil {
+	if !p.sweep.Shard.Whole() && (out.svg != "" || out.figure != "") {
+		err = errors.New("-svg and -figure draw the whole run, not one -shard of it")
+	}
+	if err == nil {
+		err = p.validate()
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "mlaas:", err)
 		return p, out, 2
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/vgpusim/vgpusim/examples/figure"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
+	"github.com/vgpusim/vgpusim/sweep/sweeptest"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -42,32 +46,36 @@ func smallParams(t *testing.T) params {
 var smallFlags = []string{"-profile", "P40-1Q", "-model", "mobilenet", "-duration", "14s", "-migrate-at", "1s",
 	"-ram", "4", "-ram-used", "1", "-exp-duration", "300ms"}
 
-// The migration tests read the same runs, which take a few seconds.
+// The migration and experiment tests read the same results, which take a
+// few seconds.
 var (
-	smallRunsOnce sync.Once
-	smallRuns     []serviceRun
-	smallRunsErr  error
+	smallOnce sync.Once
+	smallRes  results
+	smallErr  error
 )
+
+func sharedResults(t *testing.T) (params, results) {
+	t.Helper()
+	p := smallParams(t)
+	smallOnce.Do(func() { smallRes, smallErr = simulate(p) })
+	if smallErr != nil {
+		t.Fatal(smallErr)
+	}
+	return p, smallRes
+}
 
 func sharedRuns(t *testing.T) (params, []serviceRun) {
 	t.Helper()
-	p := smallParams(t)
-	smallRunsOnce.Do(func() { smallRuns, smallRunsErr = simulateRuns(p) })
-	if smallRunsErr != nil {
-		t.Fatal(smallRunsErr)
-	}
-	return p, smallRuns
+	p, res := sharedResults(t)
+	return p, res.runs
 }
 
 // MobileNet, with a ninth of Inception V3's MACs, serves more requests per
 // second than Inception V3 at capacity on every profile, at least as many
 // at every rate, always at a lower mean latency; the verdict says so.
 func TestMobileNetOutServesInception(t *testing.T) {
-	p := smallParams(t)
-	pts, err := simulateExperiments(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, res := sharedResults(t)
+	pts := res.points
 	if want := len(models) * (len(p.expProfiles) + len(p.expRates)); len(pts) != want {
 		t.Fatalf("%d points, want %d", len(pts), want)
 	}
@@ -167,28 +175,51 @@ func TestTimelineCoversRun(t *testing.T) {
 	}
 }
 
-// runCommand runs the command with args, writing every file, and returns
-// what it printed and the files' contents by name.
+// runCommand runs the command with args, writing every file (but the
+// figure with -shard, which refuses it), and returns what it printed and
+// the files' contents by name: out.csv, out_summary.csv, ..., out.jsonl,
+// out_summary.jsonl, ..., figure.json.
 func runCommand(t *testing.T, args ...string) (string, map[string][]byte) {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{"csv": "out.csv", "summary": "out_summary.csv", "experiments": "out_experiments.csv",
-		"json": "out.json", "figure": "figure.json"}
-	args = append(args, "-csv", filepath.Join(dir, files["csv"]), "-json", filepath.Join(dir, files["json"]),
-		"-figure", filepath.Join(dir, files["figure"]))
+	args = append(args, "-csv", filepath.Join(dir, "out.csv"), "-json", filepath.Join(dir, "out.jsonl"))
+	if !slices.Contains(args, "-shard") {
+		args = append(args, "-figure", filepath.Join(dir, "figure.json"))
+	}
 	var out, errs bytes.Buffer
 	if code := run(args, &out, &errs); code != 0 {
-		t.Fatalf("exit %d: %s", code, errs.String())
+		t.Fatalf("%q: exit %d: %s", args, code, errs.String())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	got := map[string][]byte{}
-	for k, name := range files {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[k] = b
+		got[e.Name()] = b
 	}
 	return out.String(), got
+}
+
+// jsonLines reads JSON Lines, one object a line.
+func jsonLines(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var objs []map[string]any
+	for i, line := range strings.SplitAfter(string(b), "\n") {
+		if line == "" {
+			break
+		}
+		var o map[string]any
+		if err := json.Unmarshal([]byte(line), &o); err != nil || !strings.HasSuffix(line, "}\n") {
+			t.Fatalf("line %d %q: %v", i+1, line, err)
+		}
+		objs = append(objs, o)
+	}
+	return objs
 }
 
 // -csv writes three tables and -json the same three, cell for cell; the
@@ -202,16 +233,10 @@ func TestOutputs(t *testing.T) {
 			t.Errorf("the report lacks %q", want)
 		}
 	}
-	var tables map[string][]map[string]any
-	if err := json.Unmarshal(files["json"], &tables); err != nil {
-		t.Fatal(err)
-	}
+	tables := map[string][]map[string]any{}
 	for i, name := range tableNames {
-		key := name
-		if i == 0 {
-			key = "csv"
-		}
-		recs, err := csv.NewReader(bytes.NewReader(files[key])).ReadAll()
+		tables[name] = jsonLines(t, files[tablePath("out.jsonl", i)])
+		recs, err := csv.NewReader(bytes.NewReader(files[tablePath("out.csv", i)])).ReadAll()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +268,10 @@ func TestOutputs(t *testing.T) {
 	if n := len(tables["timeline"]); n != 3*140 {
 		t.Errorf("timeline has %d rows, want 3 runs of 140 steps", n)
 	}
-	f, err := figure.ReadJSON(bytes.NewReader(files["figure"]))
+	if len(files) != 7 {
+		t.Errorf("files %v, want three CSV, three JSON Lines and the figure", slices.Sorted(maps.Keys(files)))
+	}
+	f, err := figure.ReadJSON(bytes.NewReader(files["figure.json"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +298,15 @@ func TestFlags(t *testing.T) {
 		t.Errorf("-h: exit %d", code)
 	}
 	for _, f := range []string{"-profile", "-model", "-rate", "-link", "-mode", "-duration", "-migrate-at", "-seed",
-		"-csv", "-json", "-svg", "-figure", "mobilenet", "100g"} {
+		"-csv", "-json", "-svg", "-figure", "-workers", "-shard", "mobilenet", "100g"} {
 		if !strings.Contains(errs.String(), f) {
 			t.Errorf("-h does not mention %s", f)
 		}
 	}
 	for _, args := range [][]string{{"-nosuchflag"}, {"extra"}, {"-link", "56k"}, {"-model", "resnet"},
 		{"-mode", "post-copy"}, {"-profile", "P40-5Q"}, {"-rate", "0"}, {"-duration", "150ms"},
-		{"-migrate-at", "40s"}, {"-print-step", "0s"}, {"-ram", "4", "-ram-used", "4"}} {
+		{"-migrate-at", "40s"}, {"-print-step", "0s"}, {"-ram", "4", "-ram-used", "4"}, {"-shard", "3/3"}, {"-shard", "1/"},
+		{"-workers", "-4"}, {"-shard", "1/2", "-svg", "x.svg"}, {"-shard", "0/2", "-figure", "x.json"}} {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
@@ -286,4 +315,34 @@ func TestFlags(t *testing.T) {
 	if !slices.Equal(tableNames, []string{"timeline", "summary", "experiments"}) {
 		t.Errorf("table names %v", tableNames)
 	}
+}
+
+// The sweep run as four shards, each table's -csv and -json files
+// concatenated in shard order, is the whole run's, byte for byte; so is
+// the whole run on one worker and on four, which print the same report.
+// Both models' runs and eleven experiment points: thirteen units.
+func TestShardsConcatenate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("six runs under the race detector take minutes")
+	}
+	args := []string{"-profile", "P40-1Q", "-duration", "14s", "-migrate-at", "1s", "-ram", "4", "-ram-used", "1",
+		"-exp-duration", "300ms"}
+	noFigure := func(files map[string][]byte) map[string][]byte {
+		delete(files, "figure.json")
+		return files
+	}
+	oneOut, one := runCommand(t, append(args, "-workers", "1")...)
+	fourOut, four := runCommand(t, append(args, "-workers", "4")...)
+	sweeptest.Equal(t, "4 workers", one, four)
+	if fourOut != oneOut {
+		t.Errorf("4 workers printed\n%s\nwant\n%s", fourOut, oneOut)
+	}
+	shards := sweeptest.Concat(t, 4, func(s sweep.Shard) map[string][]byte {
+		out, files := runCommand(t, append(args, "-shard", s.String(), "-workers", "2")...)
+		if want := fmt.Sprintf("Shard %v, ", s); !strings.Contains(out, want) || strings.Contains(out, "Shape") {
+			t.Errorf("shard %v's report does not say %q or has the verdict:\n%s", s, want, out)
+		}
+		return files
+	})
+	sweeptest.Equal(t, "4 shards", noFigure(one), shards)
 }

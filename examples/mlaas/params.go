@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/sched"
+	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -35,6 +36,10 @@ type params struct {
 	expRate     float64   // Experiment 1's request rate
 	expRates    []float64 // Experiment 2: the request rates, on the -profile
 	expDuration time.Duration
+
+	// sweep spreads the runs and the experiments' points over goroutines
+	// and picks the shard to run (-workers, -shard).
+	sweep sweep.Config
 }
 
 func defaultParams() params {

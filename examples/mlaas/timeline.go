@@ -75,18 +75,16 @@ func newServiceVM(p params, prof vgpu.Profile, model vgpu.Model, rate float64, m
 	return host, vm, svc, nil
 }
 
-// simulateRuns runs each model's service without a migration and then
+// simulateModel runs the model's service without a migration and then
 // with each of p.modes, each run on hosts of its own.
-func simulateRuns(p params) ([]serviceRun, error) {
+func simulateModel(p params, model vgpu.Model) ([]serviceRun, error) {
 	var runs []serviceRun
-	for _, model := range p.models {
-		for _, mode := range append([]migrate.Mode{0}, p.modes...) {
-			r, err := simulateRun(p, model, mode)
-			if err != nil {
-				return nil, fmt.Errorf("%s, %s: %w", model.Name, runName(mode), err)
-			}
-			runs = append(runs, r)
+	for _, mode := range append([]migrate.Mode{0}, p.modes...) {
+		r, err := simulateRun(p, model, mode)
+		if err != nil {
+			return nil, fmt.Errorf("%s, %s: %w", model.Name, runName(mode), err)
 		}
+		runs = append(runs, r)
 	}
 	return runs, nil
 }

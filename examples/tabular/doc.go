@@ -18,6 +18,16 @@
 //     [Number] cell is written as it stands, a [Bool] cell is true if it
 //     is "yes" and false otherwise. [WriteJSONObject] writes several
 //     named tables as one object.
+//   - [Table.WriteJSONLines] writes the same objects as JSON Lines, one a
+//     line, compact.
+//
+// The examples that sweep (vmotion, mlaas, concurrent) run one shard of
+// their grid with -shard i/n (package sweep): [Table.WriteShardCSV]
+// writes a shard's rows with the header only in shard 0's file, and JSON
+// Lines has no header, so the shards' files concatenate, in shard order,
+// into the whole sweep's. The rule which shard writes the header, and the
+// writers that follow it, are package sweep's; the cells are this
+// package's.
 //
 // Where the examples differ, a field of the Table keeps each one's own
 // behaviour:

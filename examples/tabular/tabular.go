@@ -2,13 +2,14 @@ package tabular
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/vgpusim/vgpusim/sweep"
 )
 
 // Kind is how the JSON writes a column's cells.
@@ -137,15 +138,16 @@ func (t *Table) WriteText(w io.Writer) error {
 
 // WriteCSV writes the header and the rows as CSV, every column included;
 // an empty cell is an empty field.
-func (t *Table) WriteCSV(w io.Writer) error {
+func (t *Table) WriteCSV(w io.Writer) error { return t.WriteShardCSV(w, sweep.Shard{}) }
+
+// WriteShardCSV writes the rows as CSV, as WriteCSV does, after the header
+// only if shard s writes it (sweep.Shard.Header): the files of a sweep's
+// shards, each with that shard's rows, concatenate into the whole sweep's.
+func (t *Table) WriteShardCSV(w io.Writer, s sweep.Shard) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	cw := csv.NewWriter(w)
-	if err := cw.Write(t.Names()); err != nil {
-		return err
-	}
-	return cw.WriteAll(t.Rows)
+	return sweep.WriteCSV(w, s, t.Names(), t.Rows)
 }
 
 // appendJSON appends the table as a JSON array of objects, unindented.
@@ -154,36 +156,44 @@ func (t *Table) appendJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, '[')
-	for i, r := range t.Rows {
+	for i := range t.Rows {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '{')
-		for j, cell := range r {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			c := t.Columns[j]
-			b = appendString(b, c.Name)
-			b = append(b, ':')
-			switch {
-			case c.Kind == Number && cell == "" && t.NoNull:
-				return nil, fmt.Errorf("row %d: empty number %s", i+1, c.Name)
-			case c.Kind == Number && cell == "":
-				b = append(b, "null"...)
-			case c.Kind == Number:
-				b = append(b, cell...)
-			case c.Kind == Bool && cell == "yes":
-				b = append(b, "true"...)
-			case c.Kind == Bool:
-				b = append(b, "false"...)
-			default:
-				b = appendString(b, cell)
-			}
+		var err error
+		if b, err = t.appendObject(b, i); err != nil {
+			return nil, err
 		}
-		b = append(b, '}')
 	}
 	return append(b, ']'), nil
+}
+
+// appendObject appends row i as a JSON object, unindented.
+func (t *Table) appendObject(b []byte, i int) ([]byte, error) {
+	b = append(b, '{')
+	for j, cell := range t.Rows[i] {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		c := t.Columns[j]
+		b = appendString(b, c.Name)
+		b = append(b, ':')
+		switch {
+		case c.Kind == Number && cell == "" && t.NoNull:
+			return nil, fmt.Errorf("row %d: empty number %s", i+1, c.Name)
+		case c.Kind == Number && cell == "":
+			b = append(b, "null"...)
+		case c.Kind == Number:
+			b = append(b, cell...)
+		case c.Kind == Bool && cell == "yes":
+			b = append(b, "true"...)
+		case c.Kind == Bool:
+			b = append(b, "false"...)
+		default:
+			b = appendString(b, cell)
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // appendString appends s as a JSON string, escaped as encoding/json
@@ -213,6 +223,27 @@ func (t *Table) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("JSON table: %w", err)
 	}
 	return writeIndented(w, b, "JSON table")
+}
+
+// WriteJSONLines writes the table as JSON Lines: each row an object, keyed
+// and valued as WriteJSON's, compact, on a line of its own (with
+// sweep.WriteJSONLines). With no header, the files of a sweep's shards
+// concatenate into the whole sweep's.
+func (t *Table) WriteJSONLines(w io.Writer) error {
+	if err := t.check(); err != nil {
+		return fmt.Errorf("JSON lines: %w", err)
+	}
+	lines := make([]json.RawMessage, len(t.Rows))
+	for i := range t.Rows {
+		var err error
+		if lines[i], err = t.appendObject(nil, i); err != nil {
+			return fmt.Errorf("JSON lines: %w", err)
+		}
+	}
+	if err := sweep.WriteJSONLines(w, lines); err != nil {
+		return fmt.Errorf("JSON lines: %w", err)
+	}
+	return nil
 }
 
 // WriteJSONObject writes the tables as one JSON object, each table's

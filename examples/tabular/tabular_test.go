@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vgpusim/vgpusim/sweep"
 )
 
 // sample has a column of every kind, an empty number, a cell that needs
@@ -232,5 +235,75 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir"), sample().WriteCSV); err == nil {
 		t.Error("no error for a file in a missing directory")
+	}
+}
+
+func TestWriteJSONLines(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteJSONLines(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"a","size_gib":1.5,"ok":true,"note":"say \"hi\", \u003cb\u003e","wire_gib":0.250}
+{"name":"bb","size_gib":null,"ok":false,"note":"","wire_gib":1}
+{"name":"c","size_gib":-2e3,"ok":false,"note":"x","wire_gib":null}
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	// Each line holds what the JSON array's object of its row does.
+	var arr bytes.Buffer
+	if err := sample().WriteJSON(&arr); err != nil {
+		t.Fatal(err)
+	}
+	var objs []map[string]any
+	if err := json.Unmarshal(arr.Bytes(), &objs); err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		var o map[string]any
+		if err := json.Unmarshal([]byte(line), &o); err != nil || fmt.Sprint(o) != fmt.Sprint(objs[i]) {
+			t.Errorf("line %d: %v, %v; want %v", i+1, o, err, objs[i])
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		table func() *Table
+		want  string
+	}{
+		{"NoNull and an empty number", func() *Table { t := sample(); t.NoNull = true; return t }, "empty number size_gib"},
+		{"not a number", func() *Table { t := sample(); t.Rows[0][1] = "1,5"; return t }, "JSON lines"},
+		{"short row", func() *Table { t := sample(); t.Add("d"); return t }, "row 4 has 1 cells for 5 columns"},
+	} {
+		if err := tt.table().WriteJSONLines(&bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// The shards' CSV, the header in shard 0's alone, and their JSON Lines
+// concatenate into the whole table's.
+func TestWriteShardCSV(t *testing.T) {
+	whole := sample()
+	var wantCSV, wantJSON bytes.Buffer
+	if err := whole.WriteCSV(&wantCSV); err != nil {
+		t.Fatal(err)
+	}
+	if err := whole.WriteJSONLines(&wantJSON); err != nil {
+		t.Fatal(err)
+	}
+	var gotCSV, gotJSON bytes.Buffer
+	for i := range 4 {
+		s := sweep.Shard{Index: i, Count: 4}
+		lo, hi := s.Range(len(whole.Rows))
+		part := &Table{Columns: whole.Columns, Rows: whole.Rows[lo:hi]}
+		if err := part.WriteShardCSV(&gotCSV, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := part.WriteJSONLines(&gotJSON); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gotCSV.String() != wantCSV.String() || gotJSON.String() != wantJSON.String() {
+		t.Errorf("shards wrote\n%s%s\nwant\n%s%s", gotCSV.String(), gotJSON.String(), wantCSV.String(), wantJSON.String())
 	}
 }

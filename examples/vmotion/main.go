@@ -27,10 +27,25 @@
 // Usage:
 //
 //	go run ./examples/vmotion [-link NAME] [-csv FILE] [-json FILE] [-svg FILE] [-figure FILE] [-warmup D] [-seed N]
+//		[-workers N] [-shard i/n]
 //
 // -link is the sweep's and the 6.7 U1 points' network; the 7.0 points run
-// over their table's (10g). -csv and -json write every migration, one a
-// row, its table column naming the table it belongs to. -svg FILE draws
+// over their table's (10g). -csv and -json (JSON Lines, one object a line)
+// write every migration, one a row, its table column naming the table it
+// belongs to.
+//
+// Every migration runs between hosts of its own, so the migrations are a
+// grid of independent points (package sweep): -workers N runs N at once
+// (default one per core), with the same output for any N. -shard i/n runs
+// only shard i of n, a contiguous block of the rows in their order, for a
+// batch system to spread the sweep over machines: it prints that shard's
+// rows without the notes under each table, which need every row, and -csv
+// and -json write its rows, the CSV header in shard 0's file alone, so
+// that the files of shards 0 to n-1, concatenated in order, are the whole
+// run's, byte for byte. -svg and -figure draw the whole run and are
+// refused with -shard.
+//
+// -svg FILE draws
 // the figure: stun time per profile, Legacy beside PreCopy, and the 1 s
 // line; and each published table's points by GiB in use with the
 // simulated stun of each. It runs the go command on the examples/plot
@@ -48,6 +63,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
 )
 
 func main() {
@@ -62,11 +78,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	linkName := fs.String("link", p.link.Name, "the migration network of the P40 VMs, `NAME` one of "+linkNames()+" (the V100 VMs use their published table's)")
 	csvPath := fs.String("csv", "", "also write every migration of the three tables as CSV to `FILE`")
-	jsonPath := fs.String("json", "", "also write every migration of the three tables as JSON to `FILE`")
+	jsonPath := fs.String("json", "", "also write every migration of the three tables as JSON Lines, one object a row, to `FILE`")
 	svgPath := fs.String("svg", "", "draw the figure (stun time per profile and mode, and at the published points) as SVG to `FILE`, with the go command and examples/plot")
 	figPath := fs.String("figure", "", "write the figure as JSON to `FILE`, for examples/plot or other tools")
 	fs.DurationVar(&p.warmup, "warmup", p.warmup, "simulated time the workload runs before each migration starts")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VMs' memory contents and request arrivals")
+	var cfg sweep.Config
+	cfg.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: vmotion [flags]\n\n"+
 			"Live-migrates a VM serving Inception V3 on each Tesla P40 Q profile, with vGPU memory\n"+
@@ -93,23 +111,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	p.link = link
-	rows, err := simulate(p)
+	if !cfg.Shard.Whole() && (*svgPath != "" || *figPath != "") {
+		fmt.Fprintln(stderr, "vmotion: -svg and -figure draw the whole run, not one -shard of it")
+		return 2
+	}
+	rows, err := simulate(p, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "vmotion:", err)
 		return 1
 	}
-	if err := report(stdout, p, rows); err != nil {
+	if err := report(stdout, p, cfg.Shard, rows); err != nil {
 		fmt.Fprintln(stderr, "vmotion:", err)
 		return 1
 	}
 	for _, out := range []struct {
 		path  string
-		write func(io.Writer, []row) error
-	}{{*csvPath, writeCSV}, {*jsonPath, writeJSON}} {
+		write func(io.Writer) error
+	}{
+		{*csvPath, func(w io.Writer) error { return writeCSV(w, rows, cfg.Shard) }},
+		{*jsonPath, func(w io.Writer) error { return writeJSON(w, rows) }},
+	} {
 		if out.path == "" {
 			continue
 		}
-		if err := tabular.WriteFile(out.path, func(w io.Writer) error { return out.write(w, rows) }); err != nil {
+		if err := tabular.WriteFile(out.path, out.write); err != nil {
 			fmt.Fprintln(stderr, "vmotion:", err)
 			return 1
 		}
@@ -130,44 +155,51 @@ func linkNames() string {
 	return strings.Join(names, ", ")
 }
 
-// report prints the heading, and each table with the notes under it.
-func report(w io.Writer, p params, rows []row) error {
-	fmt.Fprintf(w, "vMotion of a vGPU VM serving Inception V3 (%.0f requests/s), after %v of workload.\n\n", p.requestsPerSec, p.warmup)
-
-	fmt.Fprintln(w, "Every Tesla P40 Q profile, its whole usable framebuffer in use, Legacy (6.7 U1) against PreCopy,")
-	fmt.Fprintf(w, "over %v; guest RAM %d GiB (%d GiB in use):\n", p.link, p.ramBytes>>30, p.ramFootprintBytes>>30)
-	sweep := tableRows(rows, tableProfiles)
-	if err := printedTable(sweep, tableProfiles, printedProfiles).WriteText(w); err != nil {
-		return err
+// report prints the heading, and each table with the notes under it. A
+// shard's report has the tables of its rows, without the notes: they sum
+// up every row of their table.
+func report(w io.Writer, p params, shard sweep.Shard, rows []row) error {
+	fmt.Fprintf(w, "vMotion of a vGPU VM serving Inception V3 (%.0f requests/s), after %v of workload.\n", p.requestsPerSec, p.warmup)
+	if !shard.Whole() {
+		fmt.Fprintf(w, "Shard %v, %d migrations: the notes under each table, which need every row, are left out.\n", shard, len(rows))
 	}
-	fmt.Fprintln(w)
-	if err := writeProfileNotes(w, p, sweep); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(w, "\nThe published points: each of VMware's vSphere 6.7 U1 figures at its GB in use, a workload of exactly that")
-	fmt.Fprintf(w, "footprint on the smallest P40 Q profile that holds it, guest RAM as above, Legacy with the %s preset\n", presetLegacy67)
-	fmt.Fprintf(w, "over %s:\n", p.link.Name)
-	published := tableRows(rows, tablePublished)
-	if err := printedTable(published, tablePublished, printedPublished).WriteText(w); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	if err := writePublishedNotes(w, p, published); err != nil {
-		return err
-	}
-
-	v100 := tableRows(rows, tableV100)
 	tb, err := stunTable(tableV100)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nvSphere 7.0 on the V100: a VM of %d GiB (%d GiB of it in use) on each %s Q type, its usable framebuffer all\n",
-		tb.VMRAMGiB, p.v100RAMFootprintBytes>>30, tb.GPUModel)
-	fmt.Fprintf(w, "in use, between Tesla V100 PCIe 32GB hosts over %s (the table's link), Legacy with the %s preset:\n", tb.Link, presetLegacy70)
-	if err := printedTable(v100, tableV100, printedV100).WriteText(w); err != nil {
-		return err
+	sections := []struct {
+		table   string
+		head    func()
+		printed []string
+		notes   func([]row) error
+	}{{tableProfiles, func() {
+		fmt.Fprintln(w, "Every Tesla P40 Q profile, its whole usable framebuffer in use, Legacy (6.7 U1) against PreCopy,")
+		fmt.Fprintf(w, "over %v; guest RAM %d GiB (%d GiB in use):\n", p.link, p.ramBytes>>30, p.ramFootprintBytes>>30)
+	}, printedProfiles, func(rs []row) error { return writeProfileNotes(w, p, rs) }}, {tablePublished, func() {
+		fmt.Fprintln(w, "The published points: each of VMware's vSphere 6.7 U1 figures at its GB in use, a workload of exactly that")
+		fmt.Fprintf(w, "footprint on the smallest P40 Q profile that holds it, guest RAM as above, Legacy with the %s preset\n", presetLegacy67)
+		fmt.Fprintf(w, "over %s:\n", p.link.Name)
+	}, printedPublished, func(rs []row) error { return writePublishedNotes(w, p, rs) }}, {tableV100, func() {
+		fmt.Fprintf(w, "vSphere 7.0 on the V100: a VM of %d GiB (%d GiB of it in use) on each %s Q type, its usable framebuffer all\n",
+			tb.VMRAMGiB, p.v100RAMFootprintBytes>>30, tb.GPUModel)
+		fmt.Fprintf(w, "in use, between Tesla V100 PCIe 32GB hosts over %s (the table's link), Legacy with the %s preset:\n", tb.Link, presetLegacy70)
+	}, printedV100, func(rs []row) error { return writeV100Notes(w, rs) }}}
+	for _, sec := range sections {
+		rs := tableRows(rows, sec.table)
+		if len(rs) == 0 && !shard.Whole() {
+			continue
+		}
+		fmt.Fprintln(w)
+		sec.head()
+		if err := printedTable(rs, sec.table, sec.printed).WriteText(w); err != nil {
+			return err
+		}
+		if shard.Whole() {
+			fmt.Fprintln(w)
+			if err := sec.notes(rs); err != nil {
+				return err
+			}
+		}
 	}
-	fmt.Fprintln(w)
-	return writeV100Notes(w, v100)
+	return nil
 }

@@ -14,9 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
+	"github.com/vgpusim/vgpusim/sweep/sweeptest"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -25,29 +28,40 @@ type output struct {
 	stdout, csv, json, figure []byte
 }
 
-// runDefault runs the program with default flags, asking for both files.
+// runDefault runs the program with default flags, asking for both files
+// and the figure.
 func runDefault(t *testing.T) output {
 	t.Helper()
+	return runWith(t, true)
+}
+
+// runWith runs the program with args and -csv and -json, and -figure if
+// figure is set.
+func runWith(t *testing.T, figure bool, args ...string) output {
+	t.Helper()
 	dir := t.TempDir()
-	csvPath, jsonPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.json")
+	csvPath, jsonPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.jsonl")
 	figPath := filepath.Join(dir, "figure.json")
+	args = append(args, "-csv", csvPath, "-json", jsonPath)
+	if figure {
+		args = append(args, "-figure", figPath)
+	}
 	var out, errs bytes.Buffer
-	if code := run([]string{"-csv", csvPath, "-json", jsonPath, "-figure", figPath}, &out, &errs); code != 0 {
-		t.Fatalf("exit %d: %s", code, errs.String())
+	if code := run(args, &out, &errs); code != 0 {
+		t.Fatalf("%q: exit %d: %s", args, code, errs.String())
 	}
-	c, err := os.ReadFile(csvPath)
-	if err != nil {
-		t.Fatal(err)
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	j, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
+	o := output{stdout: out.Bytes(), csv: read(csvPath), json: read(jsonPath)}
+	if figure {
+		o.figure = read(figPath)
 	}
-	f, err := os.ReadFile(figPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return output{out.Bytes(), c, j, f}
+	return o
 }
 
 // A run takes seconds; the tests that only read its output share one.
@@ -352,34 +366,35 @@ func TestPreCopyCostsSourced(t *testing.T) {
 	}
 }
 
-// -json writes the CSV's rows: the same rows, keys in column order, the
-// same numbers, null where the CSV cell is empty.
+// -json writes the CSV's rows as JSON Lines: the same rows, one object a
+// line, keys in column order, the same numbers, null where the CSV cell is
+// empty.
 func TestJSONIsTheCSVTable(t *testing.T) {
 	o := defaultOutput(t)
 	rows := table(t, o.csv)
+	lines := strings.SplitAfter(string(o.json), "\n")
+	if lines[len(lines)-1] != "" || len(lines)-1 != len(rows) {
+		t.Fatalf("JSON has %d lines, the CSV %d rows; want one a row, each ended", len(lines)-1, len(rows))
+	}
 	var objs []map[string]any
-	if err := json.Unmarshal(o.json, &objs); err != nil {
-		t.Fatal(err)
-	}
-	if len(objs) != len(rows) {
-		t.Fatalf("JSON has %d rows, CSV %d", len(objs), len(rows))
-	}
-	// Key order, which a map loses: every object's keys as written, each
-	// followed by one scalar value.
-	dec := json.NewDecoder(bytes.NewReader(o.json))
-	token := func() json.Token {
-		tok, err := dec.Token()
-		if err != nil {
-			t.Fatal(err)
+	for i, line := range lines[:len(rows)] {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
 		}
-		return tok
-	}
-	if token() != json.Delim('[') {
-		t.Fatal("JSON is not an array")
-	}
-	for range rows {
+		objs = append(objs, obj)
+		// Key order, which a map loses: the object's keys as written,
+		// each followed by one scalar value.
+		dec := json.NewDecoder(strings.NewReader(line))
+		token := func() json.Token {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}
 		if token() != json.Delim('{') {
-			t.Fatal("JSON row is not an object")
+			t.Fatalf("line %d is not an object", i+1)
 		}
 		var keys []string
 		for dec.More() {
@@ -390,7 +405,6 @@ func TestJSONIsTheCSVTable(t *testing.T) {
 			keys = append(keys, k)
 			token()
 		}
-		token()
 		if !slices.Equal(keys, columnNames()) {
 			t.Fatalf("JSON keys %v, want %v", keys, columnNames())
 		}
@@ -447,12 +461,13 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errs); code != 0 {
 		t.Errorf("-h: exit %d", code)
 	}
-	for _, f := range []string{"-link", "-csv", "-json", "-svg", "-figure", "-warmup", "-seed", "100g"} {
+	for _, f := range []string{"-link", "-csv", "-json", "-svg", "-figure", "-warmup", "-seed", "-workers", "-shard", "100g"} {
 		if !strings.Contains(errs.String(), f) {
 			t.Errorf("-h does not mention %s:\n%s", f, errs.String())
 		}
 	}
-	for _, args := range [][]string{{"-nosuchflag"}, {"-link", "56k"}, {"extra"}} {
+	for _, args := range [][]string{{"-nosuchflag"}, {"-link", "56k"}, {"extra"}, {"-shard", "4/4"}, {"-shard", "1"},
+		{"-workers", "-2"}, {"-shard", "1/2", "-svg", "x.svg"}, {"-shard", "0/3", "-figure", "x.json"}} {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
@@ -460,5 +475,60 @@ func TestFlags(t *testing.T) {
 	}
 	if code := run([]string{"-warmup", "-1s"}, &out, &errs); code != 1 {
 		t.Errorf("-warmup -1s: exit %d, want 1", code)
+	}
+}
+
+// The sweep run as four shards, each -csv and -json file concatenated in
+// shard order, is the whole run's, byte for byte; so is the whole run on
+// one worker, which prints the same report too.
+func TestShardsConcatenate(t *testing.T) {
+	o := defaultOutput(t)
+	files := func(o output) map[string][]byte { return map[string][]byte{"csv": o.csv, "json": o.json} }
+	shards := sweeptest.Concat(t, 4, func(s sweep.Shard) map[string][]byte {
+		out := runWith(t, false, "-shard", s.String(), "-workers", "4")
+		if want := fmt.Sprintf("Shard %v, ", s); !strings.Contains(string(out.stdout), want) {
+			t.Errorf("shard %v's report does not say %q:\n%s", s, want, out.stdout)
+		}
+		return files(out)
+	})
+	sweeptest.Equal(t, "4 shards, 4 workers", files(o), shards)
+	one := runWith(t, false, "-workers", "1")
+	sweeptest.Equal(t, "1 worker", files(o), files(one))
+	if !bytes.Equal(one.stdout, o.stdout) {
+		t.Errorf("one worker printed\n%s\nwant\n%s", one.stdout, o.stdout)
+	}
+}
+
+// Two migrations at once share nothing: the rows are the same on one
+// worker and on two. Under the race detector this is the run that shows
+// no two simulations touch the same memory.
+func TestWorkersShareNothing(t *testing.T) {
+	// Shard 0 of 17: P40-1Q in both modes.
+	one := runWith(t, false, "-shard", "0/17", "-workers", "1", "-warmup", "1s")
+	two := runWith(t, false, "-shard", "0/17", "-workers", "2", "-warmup", "1s")
+	if n := len(table(t, one.csv)); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+	if !bytes.Equal(one.csv, two.csv) || !bytes.Equal(one.json, two.json) || !bytes.Equal(one.stdout, two.stdout) {
+		t.Errorf("one worker and two differ:\n%s\n%s", one.csv, two.csv)
+	}
+}
+
+// A shard may start with a V100 size's pre-copy row, its Legacy row in the
+// shard before: the printed table shows its stun in the pre-copy column,
+// not as the Legacy stun.
+func TestPrintedV100LonePreCopy(t *testing.T) {
+	rows := []row{{table: tableV100, profile: "V100D-1Q", fbBytes: 1 << 30, usedBytes: 1 << 30, mode: migrate.PreCopy,
+		outcome: outcomeMoved, stun: 157 * time.Millisecond}}
+	tab := printedTable(rows, tableV100, printedV100)
+	if len(tab.Rows) != 1 {
+		t.Fatalf("%d rows", len(tab.Rows))
+	}
+	got := map[string]string{}
+	for i, c := range tab.Columns {
+		got[c.Name] = tab.Rows[0][i]
+	}
+	if got["stun_s"] != "" || got[colPreCopyStun] != "0.157" || got["profile"] != "V100D-1Q" {
+		t.Errorf("printed %v", got)
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -126,12 +128,19 @@ type job struct {
 	preset       migrate.Preset
 	link         migrate.Link
 	stunLimit    time.Duration
+
+	// The published figures the row shows (row's fields of the same
+	// names): the plan sets them, so that a job's row needs no other.
+	published, resolution        time.Duration
+	expected, expectedResolution time.Duration
 }
 
-// simulate runs the three tables' migrations, each VM between hosts of its
-// own, so that no row depends on another: the sweep, then the published
-// 6.7 U1 points, then the 7.0 V100 points.
-func simulate(p params) ([]row, error) {
+// simulate runs the migrations of cfg's shard of the three tables (all of
+// them for the zero shard), cfg.Workers at a time: the sweep, then the
+// published 6.7 U1 points, then the 7.0 V100 points. Each VM migrates
+// between hosts of its own, so that no row depends on another and the
+// rows are the same for any number of workers.
+func simulate(p params, cfg sweep.Config) ([]row, error) {
 	if p.warmup < 0 {
 		return nil, fmt.Errorf("-warmup %v is negative", p.warmup)
 	}
@@ -139,15 +148,13 @@ func simulate(p params) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]row, 0, len(jobs))
-	for _, j := range jobs {
+	return sweep.Run(context.Background(), jobs, cfg, func(_ context.Context, _ int, j job) (row, error) {
 		r, err := migrateOne(p, j)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s %s: %w", j.table, j.prof.Name, j.preset.Name, err)
+			return row{}, fmt.Errorf("%s %s %s: %w", j.table, j.prof.Name, j.preset.Name, err)
 		}
-		rows = append(rows, r)
-	}
-	return rows, annotate(rows)
+		return r, nil
+	})
 }
 
 // plan lists the migrations, in the order their rows print.
@@ -190,7 +197,11 @@ func plan(p params) ([]job, error) {
 
 	// The published 6.7 U1 points, at their GiB in use: a workload of
 	// exactly that footprint on the smallest Q profile that holds it.
-	for _, pt := range migrate.PublishedStun() {
+	pub, err := stunTable(tablePublished)
+	if err != nil {
+		return nil, err
+	}
+	for _, pt := range pub.Points {
 		used := int64(pt.UsedGiB) * vgpu.GiB
 		i := 0
 		for i < len(qs) && qs[i].UsableFramebufferBytes() < used {
@@ -201,19 +212,27 @@ func plan(p params) ([]job, error) {
 		}
 		jobs = append(jobs, job{table: tablePublished, gpu: vgpu.P40(), prof: qs[i], used: used,
 			ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(presetLegacy67), link: p.link,
-			stunLimit: migrate.VSphere67U1StunLimit})
+			stunLimit: migrate.VSphere67U1StunLimit, published: pt.Stun, resolution: pub.Resolution})
 	}
 
 	// The 7.0 worst-case points on the V100: a VM of the table's memory
 	// on each V100D Q type of its sizes, the type's usable framebuffer all
 	// in use, over the table's link, under the vsphere-7.0 preset and
-	// beside it fb-precopy.
+	// beside it fb-precopy. The Legacy job shows the published figure and
+	// the 7.0 expected table's.
 	tb, err := stunTable(tableV100)
 	if err != nil {
 		return nil, err
 	}
 	if !tb.AllInUse || tb.VMRAMGiB <= 0 {
 		return nil, fmt.Errorf("%s: want a table of types with all their framebuffer in use, and the VM's memory", tb.Name)
+	}
+	ex, err := stunTable(tableV100Expected)
+	if err != nil {
+		return nil, err
+	}
+	if len(ex.Points) != len(tb.Points) {
+		return nil, fmt.Errorf("%s has %d points, %s %d", ex.Name, len(ex.Points), tb.Name, len(tb.Points))
 	}
 	gpu, err := vgpu.SpecByModel(tb.GPUModel)
 	if err != nil {
@@ -223,14 +242,19 @@ func plan(p params) ([]job, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, pt := range tb.Points {
+	for n, pt := range tb.Points {
 		prof, err := vgpu.ParseProfile(fmt.Sprintf("%s-%dQ", tb.GPUModel, pt.UsedGiB))
 		if err != nil {
 			return nil, err
 		}
 		for _, name := range []string{presetLegacy70, presetFBPreCopy} {
-			jobs = append(jobs, job{table: tableV100, gpu: gpu, prof: prof, used: prof.UsableFramebufferBytes(),
-				ram: int64(tb.VMRAMGiB) * vgpu.GiB, ramUsed: p.v100RAMFootprintBytes, preset: preset(name), link: link})
+			j := job{table: tableV100, gpu: gpu, prof: prof, used: prof.UsableFramebufferBytes(),
+				ram: int64(tb.VMRAMGiB) * vgpu.GiB, ramUsed: p.v100RAMFootprintBytes, preset: preset(name), link: link}
+			if name == presetLegacy70 {
+				j.published, j.resolution = pt.Stun, tb.Resolution
+				j.expected, j.expectedResolution = ex.Points[n].Stun, ex.Resolution
+			}
+			jobs = append(jobs, j)
 		}
 	}
 	return jobs, nil
@@ -244,46 +268,6 @@ func stunTable(name string) (migrate.StunTable, error) {
 		}
 	}
 	return migrate.StunTable{}, fmt.Errorf("no published stun table %q", name)
-}
-
-// annotate sets each published table's Legacy rows' figures: the
-// published stun for the size (and its rounding), and for the V100 rows
-// the 7.0 expected table's.
-func annotate(rows []row) error {
-	for _, name := range []string{tablePublished, tableV100} {
-		tb, err := stunTable(name)
-		if err != nil {
-			return err
-		}
-		var expected []migrate.StunPoint
-		var expectedRes time.Duration
-		if name == tableV100 {
-			ex, err := stunTable(tableV100Expected)
-			if err != nil {
-				return err
-			}
-			expected, expectedRes = ex.Points, ex.Resolution
-		}
-		n := 0
-		for i := range rows {
-			r := &rows[i]
-			if r.table != name || r.mode != migrate.Legacy {
-				continue
-			}
-			if n >= len(tb.Points) {
-				return fmt.Errorf("%s: more rows than published points", name)
-			}
-			r.published, r.resolution = tb.Points[n].Stun, tb.Resolution
-			if expected != nil {
-				r.expected, r.expectedResolution = expected[n].Stun, expectedRes
-			}
-			n++
-		}
-		if n != len(tb.Points) {
-			return fmt.Errorf("%s: %d rows for %d published points", name, n, len(tb.Points))
-		}
-	}
-	return nil
 }
 
 // migrateOne builds a source and a destination host, starts the job's VM
@@ -333,7 +317,8 @@ func migrateOne(p params, j job) (row, error) {
 	}
 
 	r := row{table: j.table, profile: j.prof.Name, fbBytes: j.prof.FramebufferBytes, usedBytes: j.used,
-		mode: j.preset.Mode, preset: j.preset.Name, limit: j.stunLimit}
+		mode: j.preset.Mode, preset: j.preset.Name, limit: j.stunLimit,
+		published: j.published, resolution: j.resolution, expected: j.expected, expectedResolution: j.expectedResolution}
 	cfg := j.preset.Apply(migrate.Config{Fidelity: migrate.Model, Link: j.link})
 	cfg.StunLimit = j.stunLimit
 	rep, err := migrate.Migrate(vm, dst, cfg)

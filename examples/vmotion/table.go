@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/sweep"
 )
 
 // columns are the file outputs' (-csv, -json), units last: one row a
@@ -111,7 +112,8 @@ func newTable(rows []row) *tabular.Table {
 
 // printedTable is one table's rows as printed: the columns names, "-" for
 // an empty cell. The sweep sets each profile apart with a blank line; the
-// V100 table folds each size's pre-copy row into its Legacy row.
+// V100 table folds each size's pre-copy row into its Legacy row, or shows
+// it alone when a shard's rows start with it.
 func printedTable(rows []row, table string, names []string) *tabular.Table {
 	var lines []map[string]string
 	for _, r := range rows {
@@ -119,9 +121,13 @@ func printedTable(rows []row, table string, names []string) *tabular.Table {
 			continue
 		}
 		c := r.cells()
-		if n := len(lines); table == tableV100 && r.mode != modes[0] && n > 0 && lines[n-1]["profile"] == r.profile {
-			lines[n-1][colPreCopyStun] = c["stun_s"]
-			continue
+		if table == tableV100 && r.mode != modes[0] {
+			if n := len(lines); n > 0 && lines[n-1]["profile"] == r.profile {
+				lines[n-1][colPreCopyStun] = c["stun_s"]
+				continue
+			}
+			// A shard's first row, its Legacy row in the shard before.
+			c[colPreCopyStun], c["stun_s"] = c["stun_s"], ""
 		}
 		lines = append(lines, c)
 	}
@@ -142,9 +148,14 @@ func printedTable(rows []row, table string, names []string) *tabular.Table {
 	return t
 }
 
-// writeCSV writes every row as CSV; an empty cell is an empty field.
-func writeCSV(w io.Writer, rows []row) error { return newTable(rows).WriteCSV(w) }
+// writeCSV writes the rows as CSV, an empty cell an empty field, after
+// the header if shard s writes it: the files of the shards, concatenated
+// in order, are the whole sweep's.
+func writeCSV(w io.Writer, rows []row, s sweep.Shard) error {
+	return newTable(rows).WriteShardCSV(w, s)
+}
 
-// writeJSON writes the same rows as a JSON array of objects, one a row,
-// keyed by the column names in column order, built from the CSV's cells.
-func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSON(w) }
+// writeJSON writes the same rows as JSON Lines, one object a line, keyed
+// by the column names in column order, built from the CSV's cells; with
+// no header, the shards' files concatenate too.
+func writeJSON(w io.Writer, rows []row) error { return newTable(rows).WriteJSONLines(w) }
