@@ -96,7 +96,7 @@ func runLiveFault(t *testing.T, c liveFaultCase, clean bool) (toDst, toSrc int64
 			}
 		}
 	}
-	return fs.bytesWritten(), fd.bytesWritten()
+	return fs.BytesWritten(), fd.BytesWritten()
 }
 
 // A connection killed at random byte offsets, in either direction, closed

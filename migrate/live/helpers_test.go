@@ -2,16 +2,14 @@ package live
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // loopbackConns returns k connected TCP pairs over loopback: the source's
@@ -81,90 +79,19 @@ func holdsNothing(t testing.TB, host *vgpu.Host) {
 	}
 }
 
-// faultConn wraps a connection and breaks it once its writes pass a
-// number of bytes: it writes up to that offset, then closes the connection
-// (the peer sees it end) or, with stall, stops writing without a word (the
-// peer sees nothing more, and the writer blocks until its deadline).
-type faultConn struct {
-	net.Conn
-	mu       sync.Mutex
-	left     int64 // bytes still written before the fault; < 0: never
-	stall    bool
-	tripped  bool
-	written  int64
-	deadline time.Time
-	closed   chan struct{}
-	once     sync.Once
-}
-
-func newFaultConn(c net.Conn, at int64, stall bool) *faultConn {
-	return &faultConn{Conn: c, left: at, stall: stall, closed: make(chan struct{})}
-}
-
-var errInjected = errors.New("injected fault")
-
-func (f *faultConn) SetWriteDeadline(t time.Time) error {
-	f.mu.Lock()
-	f.deadline = t
-	f.mu.Unlock()
-	return f.Conn.SetWriteDeadline(t)
-}
-
-func (f *faultConn) SetDeadline(t time.Time) error {
-	f.mu.Lock()
-	f.deadline = t
-	f.mu.Unlock()
-	return f.Conn.SetDeadline(t)
-}
-
-func (f *faultConn) Close() error {
-	f.once.Do(func() { close(f.closed) })
-	return f.Conn.Close()
-}
-
-func (f *faultConn) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	if f.tripped {
-		f.mu.Unlock()
-		return 0, errInjected
+// newFaultConn wraps a connection that breaks once its writes pass at
+// bytes (never if at < 0): it writes up to that offset, then closes the
+// connection (the peer sees it end) or, with stall, stops writing without
+// a word (the peer sees nothing more, and the writer blocks until its
+// deadline).
+func newFaultConn(c net.Conn, at int64, stall bool) *vgpusimtest.FaultConn {
+	var cut vgpusimtest.Cut
+	switch {
+	case at < 0:
+	case stall:
+		cut = vgpusimtest.StallAfter(at)
+	default:
+		cut = vgpusimtest.CloseAfter(at)
 	}
-	if f.left < 0 || int64(len(p)) <= f.left {
-		f.mu.Unlock()
-		n, err := f.Conn.Write(p)
-		f.mu.Lock()
-		f.written += int64(n)
-		if f.left >= 0 {
-			f.left -= int64(n)
-		}
-		f.mu.Unlock()
-		return n, err
-	}
-	f.tripped = true
-	head, deadline := p[:f.left], f.deadline
-	f.mu.Unlock()
-	n, _ := f.Conn.Write(head)
-	f.mu.Lock()
-	f.written += int64(n)
-	f.mu.Unlock()
-	if !f.stall {
-		f.Close()
-		return n, errInjected
-	}
-	wait := time.Hour
-	if !deadline.IsZero() {
-		wait = time.Until(deadline)
-	}
-	select {
-	case <-time.After(wait):
-		return n, os.ErrDeadlineExceeded
-	case <-f.closed:
-		return n, net.ErrClosed
-	}
-}
-
-// bytesWritten returns how many bytes went through.
-func (f *faultConn) bytesWritten() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.written
+	return vgpusimtest.NewFaultConn(c, vgpusimtest.Fault{Write: cut})
 }

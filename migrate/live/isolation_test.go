@@ -32,7 +32,7 @@ func TestLiveAbortedMigrationInScrubbed(t *testing.T) {
 	if secretPagesIn(t, twinVM.Framebuffers()[0]) == 0 {
 		t.Fatal("the clean run did not carry the secret")
 	}
-	total := clean.bytesWritten()
+	total := clean.BytesWritten()
 
 	sc, dc = loopbackConns(t, 1)
 	cut := total * 95 / 100
