@@ -331,3 +331,29 @@ func BenchmarkPatternAdvance(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUsedClasses counts the pages in use of a 24 GiB framebuffer of
+// 64 KiB pages, 15/16 of it filled, by class: what a Legacy migration asks
+// of each framebuffer when a round arrives. A run of one class is counted
+// at once; a mix's pages one by one. SetBytes is the framebuffer counted.
+func BenchmarkUsedClasses(b *testing.B) {
+	for _, m := range []Mix{MixWeights(), MixRealistic()} {
+		b.Run("mix="+m.Name, func(b *testing.B) {
+			r, err := New(Config{SizeBytes: 24 << 30, PageSize: 64 << 10, Kind: Synthetic, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.FillMix(0, r.Pages()*15/16, m); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(r.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				var c [ClassExplicit + 1]int64
+				if err := r.UsedClasses(&c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -16,7 +16,7 @@ func (r *Region) UsedPages(dst *PageSet) error {
 		return configError("used pages into a nil page set")
 	}
 	dst.Reset(r.Pages())
-	return r.eachUsed(dst.addRange)
+	return r.eachUsed(func(first, n int, _ *pageRule) { dst.addRange(first, n) })
 }
 
 // UsedBytes is the size of r's pages in use. It counts them without
@@ -24,7 +24,7 @@ func (r *Region) UsedPages(dst *PageSet) error {
 // each round.
 func (r *Region) UsedBytes() (int64, error) {
 	n := int64(0)
-	if err := r.eachUsed(func(_, k int) { n += int64(k) }); err != nil {
+	if err := r.eachUsed(func(_, k int, _ *pageRule) { n += int64(k) }); err != nil {
 		return 0, err
 	}
 	return n * int64(r.PageSize()), nil
@@ -33,8 +33,9 @@ func (r *Region) UsedBytes() (int64, error) {
 // eachUsed calls f with each run of pages of r in use, [first, first+n),
 // in order, a metadata chunk at a time under its lock: a chunk in its
 // initial state is passed over, and one whose pages were all filled as a
-// run is one call, without looking at each page.
-func (r *Region) eachUsed(f func(first, n int)) error {
+// run is one call, without looking at each page, with u the rule the run
+// follows (nil for a run of one page).
+func (r *Region) eachUsed(f func(first, n int, u *pageRule)) error {
 	sp := r.sp
 	for p := 0; p < r.pages; {
 		abs := r.first + p
@@ -49,15 +50,15 @@ func (r *Region) eachUsed(f func(first, n int)) error {
 		switch ch := sp.chunkAt(k); {
 		case sp.pristine(k):
 		case ch.per == nil && ch.base != 0:
-			f(p, end-p)
+			f(p, end-p, ch.rule)
 		default:
 			for q := p; q < end; q++ {
 				// A page written since its scrub is in use whatever its
 				// class, which takes a mix's hash to work out.
 				if sp.gen(r.first+q) != 0 {
-					f(q, 1)
+					f(q, 1, nil)
 				} else if c, gen := sp.state(r.first + q); (PageState{Gen: gen, Class: c}).InUse() {
-					f(q, 1)
+					f(q, 1, nil)
 				}
 			}
 		}
@@ -79,8 +80,15 @@ func (r *Region) UsedClasses(counts *[ClassExplicit + 1]int64) error {
 		return configError("used classes into a nil count")
 	}
 	sp := r.sp
-	// eachUsed calls f under the chunk's lock, which state needs.
-	return r.eachUsed(func(first, n int) {
+	generated := (*[ClassExplicit]int64)(counts[:ClassExplicit])
+	// eachUsed calls f under the chunk's lock, which state needs. A run
+	// of one rule is counted by the rule: at once for one class, page by
+	// page only for a mix.
+	return r.eachUsed(func(first, n int, u *pageRule) {
+		if u != nil {
+			u.count(r.first+first, n, generated)
+			return
+		}
 		for q := first; q < first+n; q++ {
 			c, _ := sp.state(r.first + q)
 			counts[min(c, ClassExplicit)]++

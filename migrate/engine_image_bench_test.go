@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"testing"
@@ -58,25 +57,6 @@ func benchImageRegion(b *testing.B, path string) (*memory.Region, *memory.PageSe
 	return bi.f.Region, bi.all
 }
 
-// benchImageEngine returns the engine of workers workers warmed on the
-// image: a whole copy made, so that allocs/op shows the steady state.
-func benchImageEngine(b *testing.B, workers int, r *memory.Region, all *memory.PageSet) *benchEngine {
-	b.Helper()
-	if be := benchImage.engines[workers]; be != nil {
-		return be
-	}
-	e, err := NewEngine(EngineConfig{Workers: workers})
-	must(b, err)
-	w, err := checkpoint.NewWriter(io.Discard, checkpoint.Metadata{Regions: []checkpoint.RegionInfo{checkpoint.RegionInfoOf(0, r)}},
-		checkpoint.WriterOptions{BatchBytes: e.Config().BatchBytes})
-	must(b, err)
-	_, err = e.Copy(context.Background(), w, r, 0, all)
-	must(b, err)
-	be := &benchEngine{e: e, w: w, warm: "image"}
-	benchImage.engines[workers] = be
-	return be
-}
-
 // benchmarkCopyImage runs BenchmarkCopyEngine's image cases, if
 // VGPUSIM_IMAGE names an image.
 func benchmarkCopyImage(b *testing.B) {
@@ -87,19 +67,7 @@ func benchmarkCopyImage(b *testing.B) {
 	for _, workers := range migtest.BenchWorkers() {
 		b.Run(fmt.Sprintf("content=image/workers=%d", workers), func(b *testing.B) {
 			r, all := benchImageRegion(b, path)
-			be := benchImageEngine(b, workers, r, all)
-			b.SetBytes(r.Size())
-			b.ReportAllocs()
-			var wire, raw int64
-			for b.Loop() {
-				tr, err := be.e.Copy(context.Background(), be.w, r, 0, all)
-				if err != nil {
-					b.Fatal(err)
-				}
-				wire += tr.WireBytes
-				raw += tr.RawBytes
-			}
-			b.ReportMetric(float64(wire)/float64(raw), "wire/raw")
+			warmIn(b, benchImage.engines, workers, r, all, "image").copyAll(b, r, all, r.Size())
 		})
 	}
 }

@@ -20,9 +20,11 @@ type publishedRow struct {
 	subsys uint16
 }
 
-// publishedTables are the rows of the V100, V100D, T4 and A100 tables as
-// the sources state them (see profiles_v100.go, profiles_t4.go and
-// profiles_a100.go for the full citations):
+// publishedTables are the rows of the P40, V100, V100D, T4 and A100 tables
+// as the sources state them (see profiles_p40.go, profiles_v100.go,
+// profiles_t4.go and profiles_a100.go for the full citations; the P40's
+// from the vGPU 8.0 user guide, section 1.4.1.7, and the same driver
+// table):
 //   - framebuffer, maximum per GPU, licence of Q, B and A: NVIDIA Virtual GPU
 //     Software User Guide, release 8.0, sections 1.4.1.13 (V100 PCIe),
 //     1.4.1.14 (V100 PCIe 32GB), 1.4.1.10 (T4);
@@ -34,6 +36,33 @@ type publishedRow struct {
 //     T4), a vGPU manager log in Ubuntu's documentation (V100-8Q), none for
 //     the other V100 types and the A100.
 var publishedTables = map[string][]publishedRow{
+	"P40": {
+		{"P40-1Q", SeriesQ, 1, 24, 4, "5120x2880", 60, LicenseVDWS, false, "nvidia-46", 0x11e8},
+		{"P40-2Q", SeriesQ, 2, 12, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-47", 0x11e9},
+		{"P40-3Q", SeriesQ, 3, 8, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-48", 0x11ea},
+		{"P40-4Q", SeriesQ, 4, 6, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-49", 0x11eb},
+		{"P40-6Q", SeriesQ, 6, 4, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-50", 0x11ec},
+		{"P40-8Q", SeriesQ, 8, 3, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-51", 0x11ed},
+		{"P40-12Q", SeriesQ, 12, 2, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-52", 0x11ee},
+		{"P40-24Q", SeriesQ, 24, 1, 4, "7680x4320", 60, LicenseVDWS, true, "nvidia-53", 0x11ef},
+		{"P40-1B", SeriesB, 1, 24, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-62", 0x11e7},
+		{"P40-2B", SeriesB, 2, 12, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-156", 0x1287},
+		{"P40-1B4", SeriesB, 1, 24, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-241", 0x133a},
+		{"P40-2B4", SeriesB, 2, 12, 4, "5120x2880", 45, LicenseVPC, false, "nvidia-215", 0x12ef},
+		{"P40-1A", SeriesA, 1, 24, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-54", 0x11f0},
+		{"P40-2A", SeriesA, 2, 12, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-55", 0x11f1},
+		{"P40-3A", SeriesA, 3, 8, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-56", 0x11f2},
+		{"P40-4A", SeriesA, 4, 6, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-57", 0x11f3},
+		{"P40-6A", SeriesA, 6, 4, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-58", 0x11f4},
+		{"P40-8A", SeriesA, 8, 3, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-59", 0x11f5},
+		{"P40-12A", SeriesA, 12, 2, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-60", 0x11f6},
+		{"P40-24A", SeriesA, 24, 1, 1, "1280x1024", 60, LicenseVApps, false, "nvidia-61", 0x11f7},
+		{"P40-4C", SeriesC, 4, 6, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-283", 0x1381},
+		{"P40-6C", SeriesC, 6, 4, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-284", 0x1382},
+		{"P40-8C", SeriesC, 8, 3, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-285", 0x1383},
+		{"P40-12C", SeriesC, 12, 2, 1, "4096x2160", 60, LicenseVCS, false, "nvidia-286", 0x1384},
+		{"P40-24C", SeriesC, 24, 1, 1, "4096x2160", 60, LicenseVCS, true, "nvidia-287", 0x137e},
+	},
 	"V100": {
 		{"V100-1Q", SeriesQ, 1, 16, 4, "5120x2880", 60, LicenseVDWS, false, "nvidia-105", 0},
 		{"V100-2Q", SeriesQ, 2, 8, 4, "7680x4320", 60, LicenseVDWS, false, "nvidia-106", 0},
@@ -104,8 +133,8 @@ var publishedTables = map[string][]publishedRow{
 	},
 }
 
-// TestGPUProfileTables checks every row of the V100, V100D, T4 and A100
-// tables against the published figures, and what the rows imply together.
+// TestGPUProfileTables checks every row of the P40, V100, V100D, T4 and
+// A100 tables against the published figures, and what the rows imply together.
 func TestGPUProfileTables(t *testing.T) {
 	for model, want := range publishedTables {
 		spec, err := SpecByModel(model)

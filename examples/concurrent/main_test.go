@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
 	"fmt"
+	"github.com/vgpusim/vgpusim/examples/internal/tablecheck"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,37 +89,6 @@ func skipUnderRace(t *testing.T) {
 	}
 }
 
-// table reads the CSV into one map per row, keyed by column name, after
-// checking the header is the documented one.
-func table(t *testing.T, b []byte) []map[string]string {
-	t.Helper()
-	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(recs[0], columnNames()) {
-		t.Fatalf("CSV header %v, want %v", recs[0], columnNames())
-	}
-	var rows []map[string]string
-	for _, rec := range recs[1:] {
-		m := map[string]string{}
-		for i, v := range rec {
-			m[recs[0][i]] = v
-		}
-		rows = append(rows, m)
-	}
-	return rows
-}
-
-func num(t *testing.T, s string) float64 {
-	t.Helper()
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("%q is not a number", s)
-	}
-	return v
-}
-
 // vmCount is the -vms the small run used.
 func vmCount(t *testing.T) int {
 	args := smallArgs()
@@ -134,7 +103,7 @@ func vmCount(t *testing.T) int {
 // printed table shows each row.
 func TestEveryVMBothSchedules(t *testing.T) {
 	o := smallOutput(t)
-	rows := table(t, o.csv)
+	rows := tablecheck.Rows(t, o.csv, columnNames())
 	n := vmCount(t)
 	if len(rows) != 2*n {
 		t.Fatalf("%d rows, want %d", len(rows), 2*n)
@@ -161,33 +130,33 @@ func TestEveryVMBothSchedules(t *testing.T) {
 // longer than it does alone, yet the group ends sooner than one VM after
 // another; every pre-copy stun stays under the 1 s standard.
 func TestConcurrentSlowerEachFasterInAll(t *testing.T) {
-	rows := table(t, smallOutput(t).csv)
+	rows := tablecheck.Rows(t, smallOutput(t).csv, columnNames())
 	alone := map[string]float64{}
 	var together, inARow, prevEnd float64
 	for _, r := range rows {
 		if r["schedule"] != oneByOne {
 			continue
 		}
-		start, end := num(t, r["start_s"]), num(t, r["end_s"])
+		start, end := tablecheck.Number(t, r["start_s"]), tablecheck.Number(t, r["end_s"])
 		if start != prevEnd {
 			t.Errorf("%s one by one starts at %v s, the previous ended at %v s", r["vm"], start, prevEnd)
 		}
 		prevEnd = end
-		alone[r["vm"]] = num(t, r["total_s"])
+		alone[r["vm"]] = tablecheck.Number(t, r["total_s"])
 		inARow = max(inARow, end)
 	}
 	for _, r := range rows {
-		if r["meets_1s"] != "yes" || num(t, r["stun_s"]) >= 1 {
+		if r["meets_1s"] != "yes" || tablecheck.Number(t, r["stun_s"]) >= 1 {
 			t.Errorf("%s %s: stun %s s", r["vm"], r["schedule"], r["stun_s"])
 		}
 		if r["schedule"] != concurrent {
 			continue
 		}
-		total := num(t, r["total_s"])
-		if num(t, r["start_s"]) != 0 || total <= alone[r["vm"]] {
+		total := tablecheck.Number(t, r["total_s"])
+		if tablecheck.Number(t, r["start_s"]) != 0 || total <= alone[r["vm"]] {
 			t.Errorf("%s concurrent: start %s s, total %v s, alone %v s", r["vm"], r["start_s"], total, alone[r["vm"]])
 		}
-		together = max(together, num(t, r["end_s"]))
+		together = max(together, tablecheck.Number(t, r["end_s"]))
 	}
 	t.Logf("all %d: %v s concurrent, %v s one by one", len(alone), together, inARow)
 	if together >= inARow {
@@ -199,10 +168,10 @@ func TestConcurrentSlowerEachFasterInAll(t *testing.T) {
 // the VM is stopped) is far over pre-copy's, concurrent or not.
 func TestLegacyStunOverPreCopy(t *testing.T) {
 	skipUnderRace(t)
-	rows := table(t, runWith(t, "-profiles", "P40-1Q", "-vms", "2", "-warmup", "1s", "-mode", "both").csv)
+	rows := tablecheck.Rows(t, runWith(t, "-profiles", "P40-1Q", "-vms", "2", "-warmup", "1s", "-mode", "both").csv, columnNames())
 	stun := map[string]float64{}
 	for _, r := range rows {
-		stun[r["mode"]+"/"+r["schedule"]+"/"+r["vm"]] = num(t, r["stun_s"])
+		stun[r["mode"]+"/"+r["schedule"]+"/"+r["vm"]] = tablecheck.Number(t, r["stun_s"])
 	}
 	if len(rows) != 8 || len(stun) != 8 {
 		t.Fatalf("%d rows, %d distinct; want 8", len(rows), len(stun))
@@ -223,10 +192,10 @@ func TestLegacyStunOverPreCopy(t *testing.T) {
 // half the stun, while the latency before stays an inference's.
 func TestStunDelaysRequests(t *testing.T) {
 	skipUnderRace(t)
-	rows := table(t, runWith(t, "-profiles", "P40-1Q", "-vms", "2", "-warmup", "1s", "-workload", "inference").csv)
+	rows := tablecheck.Rows(t, runWith(t, "-profiles", "P40-1Q", "-vms", "2", "-warmup", "1s", "-workload", "inference").csv, columnNames())
 	for _, r := range rows {
-		stunMS := 1000 * num(t, r["stun_s"])
-		if after, before := num(t, r["after_max_ms"]), num(t, r["before_p99_ms"]); after < stunMS/2 || before >= stunMS/2 {
+		stunMS := 1000 * tablecheck.Number(t, r["stun_s"])
+		if after, before := tablecheck.Number(t, r["after_max_ms"]), tablecheck.Number(t, r["before_p99_ms"]); after < stunMS/2 || before >= stunMS/2 {
 			t.Errorf("%s %s: stun %.0f ms, slowest request after %.0f ms, p99 before %.0f ms", r["vm"], r["schedule"], stunMS, after, before)
 		}
 	}

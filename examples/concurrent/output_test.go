@@ -2,14 +2,13 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vgpusim/vgpusim/examples/figure"
-	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/examples/internal/tablecheck"
 	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/sweep/sweeptest"
 )
@@ -18,55 +17,7 @@ import (
 // line, keys in column order, the same numbers.
 func TestJSONIsTheCSVTable(t *testing.T) {
 	o := smallOutput(t)
-	rows := table(t, o.csv)
-	lines := strings.SplitAfter(string(o.json), "\n")
-	if lines[len(lines)-1] != "" || len(lines)-1 != len(rows) {
-		t.Fatalf("JSON has %d lines, the CSV %d rows; want one a row, each ended", len(lines)-1, len(rows))
-	}
-	var objs []map[string]any
-	for i, line := range lines[:len(rows)] {
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
-			t.Fatalf("line %d: %v", i+1, err)
-		}
-		objs = append(objs, obj)
-		dec := json.NewDecoder(strings.NewReader(line))
-		token := func() json.Token {
-			tok, err := dec.Token()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tok
-		}
-		token() // {
-		var keys []string
-		for dec.More() {
-			keys = append(keys, token().(string))
-			token()
-		}
-		if !slices.Equal(keys, columnNames()) {
-			t.Fatalf("JSON keys %v, want %v", keys, columnNames())
-		}
-	}
-	for i, r := range rows {
-		for _, c := range columns {
-			got, cell := objs[i][c.Name], r[c.Name]
-			var ok bool
-			switch c.Kind {
-			case tabular.Number:
-				f, isNum := got.(float64)
-				ok = isNum && f == num(t, cell)
-			case tabular.Bool:
-				b, isBool := got.(bool)
-				ok = isBool && b == (cell == "yes")
-			default:
-				ok = got == cell
-			}
-			if !ok {
-				t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
-			}
-		}
-	}
+	tablecheck.JSONLines(t, columns, o.csv, o.json)
 }
 
 // -figure writes a figure the plotting module accepts: per profile, the
@@ -143,7 +94,7 @@ func TestShardsConcatenate(t *testing.T) {
 	args := []string{"-profiles", "P40-1Q,P40-2Q", "-mode", "both", "-vms", "2", "-warmup", "1s"}
 	files := func(o output) map[string][]byte { return map[string][]byte{"csv": o.csv, "json": o.json} }
 	one := runWith(t, append(args, "-workers", "1")...)
-	if n := len(table(t, one.csv)); n != 16 {
+	if n := len(tablecheck.Rows(t, one.csv, columnNames())); n != 16 {
 		t.Fatalf("%d rows, want 16", n)
 	}
 	four := runWith(t, append(args, "-workers", "4")...)

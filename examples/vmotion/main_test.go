@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -16,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpusim/vgpusim/examples/tabular"
+	"github.com/vgpusim/vgpusim/examples/internal/tablecheck"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/sweep"
 	"github.com/vgpusim/vgpusim/sweep/sweeptest"
@@ -86,37 +84,6 @@ func defaultOutput(t *testing.T) output {
 	return shared
 }
 
-// table reads the CSV into one map per row, keyed by column name, after
-// checking the header is the documented one.
-func table(t *testing.T, b []byte) []map[string]string {
-	t.Helper()
-	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(recs[0], columnNames()) {
-		t.Fatalf("CSV header %v, want %v", recs[0], columnNames())
-	}
-	var rows []map[string]string
-	for _, rec := range recs[1:] {
-		m := map[string]string{}
-		for i, v := range rec {
-			m[recs[0][i]] = v
-		}
-		rows = append(rows, m)
-	}
-	return rows
-}
-
-func seconds(t *testing.T, s string) float64 {
-	t.Helper()
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("%q is not a number of seconds", s)
-	}
-	return v
-}
-
 var qProfiles = []string{"P40-1Q", "P40-2Q", "P40-3Q", "P40-4Q", "P40-6Q", "P40-8Q", "P40-12Q", "P40-24Q"}
 
 // rowsOf returns the CSV rows of one table, in order.
@@ -135,7 +102,7 @@ func rowsOf(rows []map[string]string, table string) []map[string]string {
 // shows each under its own header.
 func TestThreeTables(t *testing.T) {
 	o := defaultOutput(t)
-	rows := table(t, o.csv)
+	rows := tablecheck.Rows(t, o.csv, columnNames())
 	want := []struct {
 		name string
 		n    int
@@ -165,7 +132,7 @@ func TestThreeTables(t *testing.T) {
 // printed table shows each.
 func TestEveryProfileBothModes(t *testing.T) {
 	o := defaultOutput(t)
-	rows := rowsOf(table(t, o.csv), tableProfiles)
+	rows := rowsOf(tablecheck.Rows(t, o.csv, columnNames()), tableProfiles)
 	if len(rows) != 2*len(qProfiles) {
 		t.Fatalf("%d rows, want %d", len(rows), 2*len(qProfiles))
 	}
@@ -187,12 +154,12 @@ func TestEveryProfileBothModes(t *testing.T) {
 // vMotion's 1 s standard over 10 GbE.
 func TestPreCopyMeetsStandard(t *testing.T) {
 	n := 0
-	for _, r := range table(t, defaultOutput(t).csv) {
+	for _, r := range tablecheck.Rows(t, defaultOutput(t).csv, columnNames()) {
 		if r["mode"] != "pre-copy" {
 			continue
 		}
 		n++
-		if r["outcome"] != outcomeMoved || r["meets_1s"] != "yes" || seconds(t, r["stun_s"]) >= 1 || r["vm_ends_on"] != "destination" {
+		if r["outcome"] != outcomeMoved || r["meets_1s"] != "yes" || tablecheck.Number(t, r["stun_s"]) >= 1 || r["vm_ends_on"] != "destination" {
 			t.Errorf("%s %s pre-copy: %v", r["table"], r["profile"], r)
 		}
 	}
@@ -205,7 +172,7 @@ func TestPreCopyMeetsStandard(t *testing.T) {
 // in use, and a profile's usable framebuffer is under its nominal size.
 // Legacy stun, tens of seconds, misses the standard on every profile.
 func TestSweepHasNoPublishedFigure(t *testing.T) {
-	for _, r := range rowsOf(table(t, defaultOutput(t).csv), tableProfiles) {
+	for _, r := range rowsOf(tablecheck.Rows(t, defaultOutput(t).csv, columnNames()), tableProfiles) {
 		if r["published_stun_s"] != "" || r["stun_error_pct"] != "" || r["expected_stun_s"] != "" {
 			t.Errorf("%s %s: published %q, error %q, expected %q", r["profile"], r["mode"],
 				r["published_stun_s"], r["stun_error_pct"], r["expected_stun_s"])
@@ -226,7 +193,7 @@ const publishedTolerance = 0.006
 // with the vsphere-6.7u1 preset, and its stun is within publishedTolerance
 // of the figure; the error column says how far.
 func TestPublishedPointsReproduced(t *testing.T) {
-	rows := rowsOf(table(t, defaultOutput(t).csv), tablePublished)
+	rows := rowsOf(tablecheck.Rows(t, defaultOutput(t).csv, columnNames()), tablePublished)
 	points := migrate.PublishedStun()
 	if len(rows) != len(points) {
 		t.Fatalf("%d rows, want %d", len(rows), len(points))
@@ -246,7 +213,7 @@ func TestPublishedPointsReproduced(t *testing.T) {
 			t.Errorf("point %d GiB: %v, want %s", pt.UsedGiB, r, smallest)
 			continue
 		}
-		pub, stun := seconds(t, r["published_stun_s"]), seconds(t, r["stun_s"])
+		pub, stun := tablecheck.Number(t, r["published_stun_s"]), tablecheck.Number(t, r["stun_s"])
 		if pub != pt.Stun.Seconds() {
 			t.Errorf("%d GiB: published %v, want %v", pt.UsedGiB, pub, pt.Stun.Seconds())
 		}
@@ -255,7 +222,7 @@ func TestPublishedPointsReproduced(t *testing.T) {
 		if math.Abs(dev) > publishedTolerance {
 			t.Errorf("%d GiB: stun %.3f s is %+.2f %% off the published %.1f s", pt.UsedGiB, stun, 100*dev, pub)
 		}
-		if got := seconds(t, r["stun_error_pct"]); math.Abs(got-100*dev) > 0.01 {
+		if got := tablecheck.Number(t, r["stun_error_pct"]); math.Abs(got-100*dev) > 0.01 {
 			t.Errorf("%d GiB: stun_error_pct %v, want %.2f", pt.UsedGiB, got, 100*dev)
 		}
 	}
@@ -270,7 +237,7 @@ func TestPublishedPointsReproduced(t *testing.T) {
 // error.
 func TestV100PointsReproduced(t *testing.T) {
 	o := defaultOutput(t)
-	rows := rowsOf(table(t, o.csv), tableV100)
+	rows := rowsOf(tablecheck.Rows(t, o.csv, columnNames()), tableV100)
 	var worst, expected migrate.StunTable
 	for _, tb := range migrate.PublishedStunTables() {
 		switch tb.Name {
@@ -298,11 +265,11 @@ func TestV100PointsReproduced(t *testing.T) {
 		if legacy["mode"] != "legacy" || legacy["preset"] != "vsphere-7.0" || pre["mode"] != "pre-copy" || pre["preset"] != "fb-precopy" {
 			t.Errorf("%d GB: modes %s %s, presets %s %s", pt.UsedGiB, legacy["mode"], pre["mode"], legacy["preset"], pre["preset"])
 		}
-		pub, stun := seconds(t, legacy["published_stun_s"]), seconds(t, legacy["stun_s"])
+		pub, stun := tablecheck.Number(t, legacy["published_stun_s"]), tablecheck.Number(t, legacy["stun_s"])
 		if pub != pt.Stun.Seconds() {
 			t.Errorf("%d GB: published %v, want %v", pt.UsedGiB, pub, pt.Stun.Seconds())
 		}
-		if ex := seconds(t, legacy["expected_stun_s"]); ex != expected.Points[i].Stun.Seconds() {
+		if ex := tablecheck.Number(t, legacy["expected_stun_s"]); ex != expected.Points[i].Stun.Seconds() {
 			t.Errorf("%d GB: expected %v, want %v", pt.UsedGiB, ex, expected.Points[i].Stun.Seconds())
 		}
 		dev := (stun - pub) / pub
@@ -331,7 +298,7 @@ func TestV100PointsReproduced(t *testing.T) {
 // migration moved its VM.
 func TestLegacy24QRefused(t *testing.T) {
 	o := defaultOutput(t)
-	rows := table(t, o.csv)
+	rows := tablecheck.Rows(t, o.csv, columnNames())
 	var r map[string]string
 	for _, x := range rowsOf(rows, tableProfiles) {
 		if x["profile"] == "P40-24Q" && x["mode"] == "legacy" {
@@ -371,68 +338,7 @@ func TestPreCopyCostsSourced(t *testing.T) {
 // empty.
 func TestJSONIsTheCSVTable(t *testing.T) {
 	o := defaultOutput(t)
-	rows := table(t, o.csv)
-	lines := strings.SplitAfter(string(o.json), "\n")
-	if lines[len(lines)-1] != "" || len(lines)-1 != len(rows) {
-		t.Fatalf("JSON has %d lines, the CSV %d rows; want one a row, each ended", len(lines)-1, len(rows))
-	}
-	var objs []map[string]any
-	for i, line := range lines[:len(rows)] {
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
-			t.Fatalf("line %d: %v", i+1, err)
-		}
-		objs = append(objs, obj)
-		// Key order, which a map loses: the object's keys as written,
-		// each followed by one scalar value.
-		dec := json.NewDecoder(strings.NewReader(line))
-		token := func() json.Token {
-			tok, err := dec.Token()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tok
-		}
-		if token() != json.Delim('{') {
-			t.Fatalf("line %d is not an object", i+1)
-		}
-		var keys []string
-		for dec.More() {
-			k, ok := token().(string)
-			if !ok {
-				t.Fatal("JSON object key is not a string")
-			}
-			keys = append(keys, k)
-			token()
-		}
-		if !slices.Equal(keys, columnNames()) {
-			t.Fatalf("JSON keys %v, want %v", keys, columnNames())
-		}
-	}
-	for i, r := range rows {
-		for _, c := range columns {
-			got := objs[i][c.Name]
-			cell := r[c.Name]
-			switch {
-			case c.Kind == tabular.Number && cell == "":
-				if got != nil {
-					t.Errorf("row %d %s: JSON %v, CSV empty", i+1, c.Name, got)
-				}
-			case c.Kind == tabular.Number:
-				if f, ok := got.(float64); !ok || f != seconds(t, cell) {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
-				}
-			case c.Kind == tabular.Bool:
-				if b, ok := got.(bool); !ok || b != (cell == "yes") {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
-				}
-			default:
-				if got != cell {
-					t.Errorf("row %d %s: JSON %v, CSV %s", i+1, c.Name, got, cell)
-				}
-			}
-		}
-	}
+	tablecheck.JSONLines(t, columns, o.csv, o.json)
 	for _, c := range []string{"stun_s", "total_s", "published_stun_s", "stun_error_pct", "expected_stun_s", "wire_gib", "used_gib"} {
 		if !slices.Contains(columnNames(), c) {
 			t.Errorf("no unit-carrying column %s", c)
@@ -506,7 +412,7 @@ func TestWorkersShareNothing(t *testing.T) {
 	// Shard 0 of 17: P40-1Q in both modes.
 	one := runWith(t, false, "-shard", "0/17", "-workers", "1", "-warmup", "1s")
 	two := runWith(t, false, "-shard", "0/17", "-workers", "2", "-warmup", "1s")
-	if n := len(table(t, one.csv)); n != 2 {
+	if n := len(tablecheck.Rows(t, one.csv, columnNames())); n != 2 {
 		t.Fatalf("%d rows, want 2", n)
 	}
 	if !bytes.Equal(one.csv, two.csv) || !bytes.Equal(one.json, two.json) || !bytes.Equal(one.stdout, two.stdout) {
