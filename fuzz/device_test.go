@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/vgpusim/vgpusim/vgpu"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // deviceFramebufferPage is the framebuffer page size of every host here. A
@@ -226,12 +227,11 @@ func deviceChannelsOff(b []byte) int {
 var deviceMutants = []deviceMutant{
 	{name: "as-saved", mutate: func(b []byte, _ vgpu.DeviceState) ([]byte, error) { return b, nil }},
 	{name: "empty", mutate: func([]byte, vgpu.DeviceState) ([]byte, error) { return nil, nil }, want: vgpu.ErrCorruptState},
-	{name: "truncated", mutate: func(b []byte, _ vgpu.DeviceState) ([]byte, error) { return b[:len(b)-1], nil }, want: vgpu.ErrCorruptState},
-	{name: "checksum", mutate: func(b []byte, _ vgpu.DeviceState) ([]byte, error) {
-		b = slices.Clone(b)
-		b[len(b)-1] ^= 0x80
-		return b, nil
-	}, want: vgpu.ErrCorruptState},
+	{name: "truncated", mutate: func(b []byte, _ vgpu.DeviceState) ([]byte, error) { return vgpusimtest.Truncate(b, len(b)-1) },
+		want: vgpu.ErrCorruptState},
+	// The top bit of the CRC-32C's last byte.
+	{name: "checksum", mutate: func(b []byte, _ vgpu.DeviceState) ([]byte, error) { return vgpusimtest.Flip(b, 8*int64(len(b))-1) },
+		want: vgpu.ErrCorruptState},
 	{name: "magic", mutate: deviceResealed(func(b []byte) { b[0] = 'X' }), want: vgpu.ErrCorruptState},
 	{name: "version", mutate: deviceResealed(func(b []byte) { binary.LittleEndian.PutUint16(b[4:], vgpu.StateVersion+1) }), want: vgpu.ErrStateVersion},
 	{name: "flags", mutate: deviceResealed(func(b []byte) { b[6] = 1 }), want: vgpu.ErrCorruptState},

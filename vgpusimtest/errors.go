@@ -15,11 +15,13 @@ var (
 	// a length or a record index.
 	ErrOutOfRange = errors.New("vgpusimtest: out of range")
 	// ErrFraming reports a stream whose framing cannot be followed as far
-	// as a mutator needs: a header size out of range, or bytes after the
-	// last whole record that are not a whole record.
+	// as a mutator needs (a header size out of range, or bytes after the
+	// last whole record that are not a whole record), or a Relay's Framer
+	// that gave up on a direction.
 	ErrFraming = errors.New("vgpusimtest: broken stream framing")
-	// ErrInvalid reports an invalid Fault plan.
-	ErrInvalid = errors.New("vgpusimtest: invalid fault plan")
+	// ErrInvalid reports a plan that cannot be carried out: a Fault plan
+	// or a Relay's Action.
+	ErrInvalid = errors.New("vgpusimtest: invalid plan")
 )
 
 // FaultError is the error of a failure a FaultConn injected. It wraps

@@ -42,6 +42,20 @@ func DuplicateRecord(stream []byte, i int) ([]byte, error) {
 	return join(stream[:at], rec, stream[at:]), nil
 }
 
+// DropRecord returns stream without its record i: a record lost on the
+// way, its neighbours closed up around the gap.
+func DropRecord(stream []byte, i int) ([]byte, error) {
+	s, err := split(stream)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.record(i); err != nil {
+		return nil, err
+	}
+	r := s.recs[i]
+	return join(stream[:r.Offset], stream[r.End():]), nil
+}
+
 // SwapRecords returns stream with records i and j in each other's place:
 // a reordering. Swapping a record with itself gives a copy.
 func SwapRecords(stream []byte, i, j int) ([]byte, error) {
@@ -115,4 +129,28 @@ func ReplayRecord(stream, from []byte, i int) ([]byte, error) {
 		return nil, err
 	}
 	return join(stream[:at], rec, stream[at:]), nil
+}
+
+// ReplaceRecord returns stream with its record i replaced by record i of
+// stream from: a record substituted, on the way, with the one another
+// stream (or another run of the same) sent in its place, its sequence
+// number the one the reader expects there.
+func ReplaceRecord(stream, from []byte, i int) ([]byte, error) {
+	sf, err := split(from)
+	if err != nil {
+		return nil, fmt.Errorf("from: %w", err)
+	}
+	rec, err := sf.record(i)
+	if err != nil {
+		return nil, fmt.Errorf("from: %w", err)
+	}
+	s, err := split(stream)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.record(i); err != nil {
+		return nil, err
+	}
+	r := s.recs[i]
+	return join(stream[:r.Offset], rec, stream[r.End():]), nil
 }

@@ -79,6 +79,9 @@ var refusals = []refusal{
 	// The reader stops at the end of the stream; what follows is the
 	// file's to refuse (checkpoint.Restore).
 	{"duplicate end of stream", func(a, _ []byte) ([]byte, error) { return DuplicateRecord(a, recEndStream) }, checkpoint.ErrMalformed},
+	{"drop metadata", func(a, _ []byte) ([]byte, error) { return DropRecord(a, recMeta) }, checkpoint.ErrSequence},
+	{"drop page batch", func(a, _ []byte) ([]byte, error) { return DropRecord(a, recBatch+1) }, checkpoint.ErrSequence},
+	{"drop end of stream", func(a, _ []byte) ([]byte, error) { return DropRecord(a, recEndStream) }, checkpoint.ErrTruncated},
 	{"swap page batches", func(a, _ []byte) ([]byte, error) { return SwapRecords(a, recBatch, recBatch+1) }, checkpoint.ErrSequence},
 	{"swap metadata and end of stream", func(a, _ []byte) ([]byte, error) { return SwapRecords(a, recEndStream, recMeta) }, checkpoint.ErrSequence},
 	{"swap a record with itself", func(a, _ []byte) ([]byte, error) { return SwapRecords(a, recBatch, recBatch) }, nil},
@@ -91,6 +94,8 @@ var refusals = []refusal{
 	{"replay page batch", func(a, b []byte) ([]byte, error) { return ReplayRecord(a, b, recBatch+1) }, checkpoint.ErrChecksum},
 	{"replay from the same stream", func(a, _ []byte) ([]byte, error) { return ReplayRecord(a, a, recDevice) }, checkpoint.ErrSequence},
 	{"replay end of stream", func(a, b []byte) ([]byte, error) { return ReplayRecord(a, b, recEndStream) }, checkpoint.ErrChecksum},
+	{"replace page batch", func(a, b []byte) ([]byte, error) { return ReplaceRecord(a, b, recBatch+1) }, checkpoint.ErrChecksum},
+	{"replace with its own", func(a, _ []byte) ([]byte, error) { return ReplaceRecord(a, a, recDevice) }, nil},
 }
 
 // flipIn flips bit of record i of s, counted from the record's start; a
@@ -167,7 +172,9 @@ func TestEveryMutationRefused(t *testing.T) {
 	}
 	for i := range recCount {
 		add(DuplicateRecord(a, i))
+		add(DropRecord(a, i))
 		add(ReplayRecord(a, b, i))
+		add(ReplaceRecord(a, b, i))
 		add(Splice(a, b, i))
 		add(Splice(b, a, i))
 		for j := range recCount {
@@ -226,10 +233,14 @@ func TestMutatorErrors(t *testing.T) {
 		{"truncate past the end", second(Truncate(a, len(a)+1)), ErrOutOfRange},
 		{"duplicate past the last record", second(DuplicateRecord(a, recCount)), ErrOutOfRange},
 		{"duplicate a record cut short", second(DuplicateRecord(cut, recEndStream)), ErrFraming},
+		{"drop past the last record", second(DropRecord(a, recCount)), ErrOutOfRange},
+		{"drop a record cut short", second(DropRecord(cut, recEndStream)), ErrFraming},
 		{"swap negative", second(SwapRecords(a, -1, 2)), ErrOutOfRange},
 		{"splice past the end", second(Splice(a, a, recCount+1)), ErrOutOfRange},
 		{"replay from nothing", second(ReplayRecord(a, nil, 0)), ErrFraming},
 		{"replay past the end", second(ReplayRecord(a, a, recCount)), ErrOutOfRange},
+		{"replace from a stream cut short", second(ReplaceRecord(a, cut, recEndStream)), ErrFraming},
+		{"replace past the end", second(ReplaceRecord(a, a, recCount)), ErrOutOfRange},
 		{"header size out of range", second(DuplicateRecord(bytes.Repeat([]byte{0xff}, 64), 0)), ErrFraming},
 	}
 	for _, c := range cases {
@@ -264,6 +275,8 @@ func FuzzMutators(f *testing.F) {
 		keep(SwapRecords(a, int(i), int(j)))
 		keep(Splice(a, b, int(i)))
 		keep(ReplayRecord(a, b, int(j)))
+		keep(DropRecord(a, int(i)))
+		keep(ReplaceRecord(a, b, int(j)))
 		_, _ = Records(a)
 		if !bytes.Equal(a, ca) || !bytes.Equal(b, cb) {
 			t.Fatal("a mutator modified its input")

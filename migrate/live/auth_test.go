@@ -18,6 +18,7 @@ import (
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // authKey is the migration key of these tests.
@@ -142,8 +143,8 @@ func TestHelloCorruption(t *testing.T) {
 		flips, auth := 0, 0
 		for i := hs; i < he; i++ {
 			for bit := range 8 {
-				data := bytes.Clone(sent[:he])
-				data[i] ^= 1 << bit
+				data, err := vgpusimtest.Flip(sent[:he], 8*int64(i)+int64(bit))
+				must(t, err)
 				in, rep, err := receive(data)
 				flips++
 				if in != nil || err == nil || rep.VM != "" {
@@ -393,9 +394,11 @@ func (b *bindTap) Write(p []byte) (int, error) {
 	case mitmDrop:
 		return len(p), nil
 	case mitmCorrupt:
-		q := bytes.Clone(p)
-		q[len(q)/2] ^= 0x10
-		_, err := b.Conn.Write(q)
+		q, err := vgpusimtest.Flip(p, mitmCorruptBit(len(p)))
+		if err != nil {
+			return 0, err
+		}
+		_, err = b.Conn.Write(q)
 		return len(p), err
 	case mitmReplay:
 		_, err := b.Conn.Write(b.replay)

@@ -58,58 +58,66 @@ func newWireParser(source bool) *wireParser {
 // feed adds written bytes and parses every unit whose header they complete.
 func (w *wireParser) feed(p []byte) {
 	w.buf = append(w.buf, p...)
-	for {
-		have := int64(len(w.buf)) - w.next
-		if have < 0 {
+	for w.next <= int64(len(w.buf)) {
+		u, ok := w.parse(w.buf[w.next:], w.next)
+		if !ok {
 			return
-		}
-		b := w.buf[w.next:]
-		u := wireUnit{kind: w.stage, start: w.next}
-		switch w.stage {
-		case unitPreamble:
-			if have < int64(offerBytes) {
-				return
-			}
-			u.end = w.next + int64(offerBytes)
-		case unitMessage:
-			if have < 5 {
-				return
-			}
-			u.typ, u.end = uint16(b[0]), w.next+5+int64(binary.LittleEndian.Uint32(b[1:5]))
-			if w.untagged > 0 {
-				w.untagged--
-			} else {
-				u.end += tagBytes
-			}
-		case unitStreamHeader:
-			if have < 16 {
-				return
-			}
-			u.end = w.next + int64(binary.LittleEndian.Uint16(b[14:16]))
-		case unitRecord:
-			if have < 14 {
-				return
-			}
-			n := int64(binary.LittleEndian.Uint32(b[2:6]))
-			if have < 14+min(n, binary.MaxVarintLen64) {
-				return // the payload's first uvarint is not here yet
-			}
-			u.typ, u.end = binary.LittleEndian.Uint16(b[0:2]), w.next+14+n+8
-			u.first, _ = binary.Uvarint(b[14 : 14+min(n, binary.MaxVarintLen64)])
 		}
 		w.units = append(w.units, u)
 		w.next = u.end
-		switch {
-		case u.kind == unitPreamble:
-			w.stage = unitMessage
-		case u.kind == unitMessage && u.typ == uint16(msgHello):
-			w.stage = unitStreamHeader
-		case u.kind == unitStreamHeader:
-			w.stage = unitRecord
-		case u.kind == unitRecord && u.typ == recEndOfStream:
-			w.stage = unitMessage
-		}
 	}
+}
+
+// parse reads the unit that b starts with, which starts at offset start
+// of the end's writes, as the parser's stage expects it, and moves on to
+// the next stage. If b does not hold enough of its header yet, it returns
+// false and changes nothing.
+func (w *wireParser) parse(b []byte, start int64) (wireUnit, bool) {
+	have := int64(len(b))
+	u := wireUnit{kind: w.stage, start: start}
+	switch w.stage {
+	case unitPreamble:
+		if have < int64(offerBytes) {
+			return u, false
+		}
+		u.end = start + int64(offerBytes)
+	case unitMessage:
+		if have < 5 {
+			return u, false
+		}
+		u.typ, u.end = uint16(b[0]), start+5+int64(binary.LittleEndian.Uint32(b[1:5]))
+		if w.untagged > 0 {
+			w.untagged--
+		} else {
+			u.end += tagBytes
+		}
+	case unitStreamHeader:
+		if have < 16 {
+			return u, false
+		}
+		u.end = start + int64(binary.LittleEndian.Uint16(b[14:16]))
+	case unitRecord:
+		if have < 14 {
+			return u, false
+		}
+		n := int64(binary.LittleEndian.Uint32(b[2:6]))
+		if have < 14+min(n, binary.MaxVarintLen64) {
+			return u, false // the payload's first uvarint is not here yet
+		}
+		u.typ, u.end = binary.LittleEndian.Uint16(b[0:2]), start+14+n+8
+		u.first, _ = binary.Uvarint(b[14 : 14+min(n, binary.MaxVarintLen64)])
+	}
+	switch {
+	case u.kind == unitPreamble:
+		w.stage = unitMessage
+	case u.kind == unitMessage && u.typ == uint16(msgHello):
+		w.stage = unitStreamHeader
+	case u.kind == unitStreamHeader:
+		w.stage = unitRecord
+	case u.kind == unitRecord && u.typ == recEndOfStream:
+		w.stage = unitMessage
+	}
+	return u, true
 }
 
 // Cuts: where in an end's writes a point of failure lies.

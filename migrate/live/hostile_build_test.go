@@ -116,24 +116,14 @@ func (s *hostileStream) withStream(stream []byte) []byte {
 	return append(out, s.tail()...)
 }
 
-// withWires returns the recording with its records replaced by wires,
-// each a whole record as on the wire, check value included, written back
-// to back after the original header.
-func (s *hostileStream) withWires(wires [][]byte) []byte {
-	out := bytes.Clone(s.raw[:s.hdrOff+len(s.header())])
-	for _, w := range wires {
-		out = append(out, w...)
-	}
-	return append(out, s.tail()...)
-}
+// stream returns the recording's checkpoint stream, header and records,
+// for the kit's mutators.
+func (s *hostileStream) stream() []byte { return s.raw[s.hdrOff:s.tailOff] }
 
-// wires returns the stream's records as on the wire.
-func (s *hostileStream) wires() [][]byte {
-	out := make([][]byte, len(s.records))
-	for i, r := range s.records {
-		out[i] = r.wire
-	}
-	return out
+// mutated returns the recording with its checkpoint stream replaced by
+// what a mutator of the kit made of it.
+func (s *hostileStream) mutated(stream []byte, err error) []byte {
+	return s.withStream(hostileMutant(stream, err))
 }
 
 // withHello returns the recording with its hello replaced by h, encoded.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // The framing mutations: one bit flipped at a representative offset of
@@ -35,9 +36,19 @@ func inStream(sentinel error) []error { return []error{migrate.ErrStream, sentin
 // (the connection ends, ErrConnection).
 var hostileAfterEnd = []error{migrate.ErrStream, migrate.ErrConnection}
 
+// hostileFlip returns raw with bit bit (0 the least significant) of byte
+// off flipped.
 func hostileFlip(raw []byte, off int, bit uint) []byte {
-	b := bytes.Clone(raw)
-	b[off] ^= 1 << bit
+	return hostileMutant(vgpusimtest.Flip(raw, 8*int64(off)+int64(bit)))
+}
+
+// hostileMutant returns what a mutator of the kit made. The suite mutates
+// its own recordings, at places their parse found, so an error is a bug
+// in the suite, not something Receive is shown.
+func hostileMutant(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
 	return b
 }
 
@@ -110,7 +121,7 @@ func hostileFlips(s *hostileStream) []hostileCase {
 		}
 		cs = append(cs, c)
 		recs = s.framed()
-		recs[i].payload[len(recs[i].payload)-1] ^= 1
+		recs[i].payload = hostileFlipLast(recs[i].payload)
 		c = hostileCase{name: at("payload-end,rechained"), data: s.withStream(hostileChain(s.header(), recs))}
 		c.all, c.oneOf = hostileRechainedPayload(s.v, r.typ)
 		cs = append(cs, c)
@@ -152,7 +163,7 @@ func hostileRechainedPayload(v hostileVariant, t checkpoint.RecordType) (all, on
 // message, at every record boundary, inside each field of every record.
 func hostileCuts(s *hostileStream) []hostileCase {
 	cut := func(name string, n int, all ...error) hostileCase {
-		return hostileCase{name: name, data: bytes.Clone(s.raw[:n]), all: all}
+		return hostileCase{name: name, data: hostileMutant(vgpusimtest.Truncate(s.raw, n)), all: all}
 	}
 	// A control message cut short is a connection that ended; a
 	// checkpoint stream cut short is a truncated stream.

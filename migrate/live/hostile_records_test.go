@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // The record mutations: records dropped, duplicated, swapped and replayed
@@ -38,26 +39,26 @@ func hostileRecordCases(s, other *hostileStream) []hostileCase {
 		}
 
 		// Dropped.
-		drop := slices.Delete(s.wires(), i, i+1)
+		drop := s.mutated(vgpusimtest.DropRecord(s.stream(), i))
 		resealedDrop := slices.Delete(s.sealed(), i, i+1)
 		if i == last {
-			add("drop", s.withWires(drop), commitAsRecord, nil)
+			add("drop", drop, commitAsRecord, nil)
 			add("drop,resealed", rebuilt(resealedDrop), commitAsRecord, nil)
 		} else {
-			add("drop", s.withWires(drop), seq, nil)
+			add("drop", drop, seq, nil)
 			// The metadata must come first; any other record missing
 			// leaves a round's or the stream's counts short.
 			add("drop,resealed", rebuilt(resealedDrop), malformed, nil)
 		}
 
 		// Duplicated.
-		dup := slices.Insert(s.wires(), i+1, r.wire)
+		dup := s.mutated(vgpusimtest.DuplicateRecord(s.stream(), i))
 		resealedDup := slices.Insert(s.sealed(), i+1, s.sealed()[i])
 		if i == last {
-			add("duplicate", s.withWires(dup), nil, hostileAfterEnd)
+			add("duplicate", dup, nil, hostileAfterEnd)
 			add("duplicate,resealed", rebuilt(resealedDup), nil, hostileAfterEnd)
 		} else {
-			add("duplicate", s.withWires(dup), seq, nil)
+			add("duplicate", dup, seq, nil)
 			// A second metadata, a device's second state, a round ended
 			// twice, or a round's counts one record long.
 			add("duplicate,resealed", rebuilt(resealedDup), malformed, nil)
@@ -65,9 +66,7 @@ func hostileRecordCases(s, other *hostileStream) []hostileCase {
 
 		// Swapped with the next record.
 		if i < last {
-			sw := s.wires()
-			sw[i], sw[i+1] = sw[i+1], sw[i]
-			add("swap-with-next", s.withWires(sw), seq, nil)
+			add("swap-with-next", s.mutated(vgpusimtest.SwapRecords(s.stream(), i, i+1)), seq, nil)
 			rs := s.sealed()
 			rs[i], rs[i+1] = rs[i+1], rs[i]
 			// Two records that carry sums (page batches, device
@@ -88,9 +87,7 @@ func hostileRecordCases(s, other *hostileStream) []hostileCase {
 			panic(fmt.Sprintf("the recordings of %v differ in record %d's type", s.v, i))
 		}
 		if !bytes.Equal(o.wire, r.wire) {
-			rp := s.wires()
-			rp[i] = o.wire
-			add("replay", s.withWires(rp), inStream(checkpoint.ErrChecksum), nil)
+			add("replay", s.mutated(vgpusimtest.ReplaceRecord(s.stream(), other.stream(), i)), inStream(checkpoint.ErrChecksum), nil)
 		}
 		rc := s.framed()
 		rc[i] = other.framed()[i]

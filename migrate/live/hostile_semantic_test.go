@@ -113,11 +113,8 @@ func hostilePayloadCases(s *hostileStream) []hostileCase {
 		enc := b.encode()
 		return binary.AppendUvarint(enc[:len(enc)-1], 1<<40) // the frame length is the last field left
 	}, malformed...)
-	edit("batch=page-bytes", pb, func(p []byte) []byte {
-		p = bytes.Clone(p)
-		p[len(p)-1] ^= 1 // a raw page's last byte: caught by the region's content digest
-		return p
-	}, checksum...)
+	// A raw page's last byte: caught by the region's content digest.
+	edit("batch=page-bytes", pb, hostileFlipLast, checksum...)
 	edit("device-state=blob-length-huge", checkpoint.RecordDeviceState, func(p []byte) []byte {
 		_, a := binary.Uvarint(p)
 		_, b := binary.Uvarint(p[a:])
@@ -130,9 +127,7 @@ func hostilePayloadCases(s *hostileStream) []hostileCase {
 	edit("end-stream=region-digest", checkpoint.RecordEndStream, hostileFlipLast, checksum...)
 	gpu, regions := hostileMetaFields(s.records[0].plain)
 	edit("metadata=gpu-model", checkpoint.RecordMetadata, func(p []byte) []byte {
-		p = bytes.Clone(p)
-		p[gpu+1] ^= 0x20 // "P40" to "p40": not the GPU model of the hello
-		return p
+		return hostileFlip(p, gpu+1, 5) // "P40" to "p40": not the GPU model of the hello
 	}, migrate.ErrStream)
 	edit("metadata=profile", checkpoint.RecordMetadata, func(p []byte) []byte {
 		return bytes.Replace(p, []byte("P40-1Q"), []byte("P40-2Q"), 1)
@@ -143,8 +138,5 @@ func hostilePayloadCases(s *hostileStream) []hostileCase {
 	return cs
 }
 
-func hostileFlipLast(p []byte) []byte {
-	p = bytes.Clone(p)
-	p[len(p)-1] ^= 1
-	return p
-}
+// hostileFlipLast returns p with the lowest bit of its last byte flipped.
+func hostileFlipLast(p []byte) []byte { return hostileFlip(p, len(p)-1, 0) }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/migrate"
 	"github.com/vgpusim/vgpusim/vgpu"
+	"github.com/vgpusim/vgpusim/vgpusimtest"
 )
 
 // The wire matrix: a man in the middle between Send and Receive who, for
@@ -56,7 +55,15 @@ func (a mitmAct) String() string {
 	return [...]string{"pass", "drop", "delay", "corrupt", "duplicate", "replay", "forge", "cut-source", "cut-destination"}[a]
 }
 
-// mitm relays one migration's only connection and acts on one message.
+// The man in the middle is the kit's Relay: between the source's end, a,
+// and the destination's, b, it frames what each writes as wireParser
+// reads it and acts on the one message that is its target.
+const (
+	mitmSource = vgpusimtest.EndA
+	mitmDest   = vgpusimtest.EndB
+)
+
+// mitm is the Rule of one migration's relay: it acts on one message.
 type mitm struct {
 	target string
 	act    mitmAct
@@ -65,85 +72,79 @@ type mitm struct {
 	// same key, and under another.
 	replay, forged map[string][]byte
 
-	toSource, toDest net.Conn // the man in the middle's ends
-
-	mu   sync.Mutex
+	// The relay calls the rule one message at a time and the test reads
+	// these once it is closed: they need no lock.
 	seen map[string][]byte // every message that crossed, by name
 	hit  bool              // the target crossed
 }
 
-// relay carries what one end writes to the other, unit by unit, naming
-// each unit and acting on the target.
-func (m *mitm) relay(from, to net.Conn, source bool) {
-	defer to.Close()
+// mitmFramer frames what one end writes, unit by unit as wireParser
+// splits it, and names the units mitmMessages names. The source is the
+// relay's end a.
+func mitmFramer(from vgpusimtest.End) vgpusimtest.Framer {
+	source := from == mitmSource
 	p := newWireParser(source)
-	handled, messages := 0, 0
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := from.Read(buf)
-		p.feed(buf[:n])
-		for ; handled < len(p.units) && p.units[handled].end <= int64(len(p.buf)); handled++ {
-			u := p.units[handled]
-			name := ""
-			switch {
-			case u.kind == unitPreamble:
-				name = "offer"
-			case u.kind == unitRecord && u.typ == 0x0001:
-				name = "stream"
-			case u.kind == unitMessage && msgType(u.typ) == msgRefuse:
-				name = "refuse"
-			case u.kind == unitMessage && source:
-				name = map[int]string{0: "hello", 1: "commit"}[messages]
-				messages++
-			case u.kind == unitMessage:
-				name = map[int]string{0: "challenge", 1: "accept", 2: "ready", 3: "resumed"}[messages]
-				messages++
-			}
-			m.handle(name, bytes.Clone(p.buf[u.start:u.end]), to)
+	messages := 0
+	return func(pending []byte) (int, string, error) {
+		u, ok := p.parse(pending, 0)
+		if !ok {
+			return 0, "", nil // its header is not all here yet
 		}
-		if err != nil {
-			return
+		if u.end <= 0 {
+			return 0, "", fmt.Errorf("a %d-byte unit", u.end)
 		}
+		name := ""
+		switch {
+		case u.kind == unitPreamble:
+			name = "offer"
+		case u.kind == unitRecord && u.typ == 0x0001:
+			name = "stream"
+		case u.kind == unitMessage && msgType(u.typ) == msgRefuse:
+			name = "refuse"
+		case u.kind == unitMessage && source:
+			name = map[int]string{0: "hello", 1: "commit"}[messages]
+			messages++
+		case u.kind == unitMessage:
+			name = map[int]string{0: "challenge", 1: "accept", 2: "ready", 3: "resumed"}[messages]
+			messages++
+		}
+		return int(u.end), name, nil
 	}
 }
 
-func (m *mitm) handle(name string, b []byte, to net.Conn) {
-	m.mu.Lock()
-	if name != "" {
-		m.seen[name] = b
+// rule keeps every named message and acts on the target.
+func (m *mitm) rule(msg vgpusimtest.Message) vgpusimtest.Action {
+	if msg.Name != "" {
+		m.seen[msg.Name] = msg.Data
 	}
-	hit := name == m.target
-	m.hit = m.hit || hit
-	m.mu.Unlock()
-	if !hit {
-		_, _ = to.Write(b)
-		return
+	if msg.Name != m.target {
+		return vgpusimtest.Action{}
 	}
+	m.hit = true
 	switch m.act {
-	case mitmPass:
-		_, _ = to.Write(b)
 	case mitmDrop:
+		return vgpusimtest.Action{Drop: true}
 	case mitmDelay:
-		time.Sleep(m.hold)
-		_, _ = to.Write(b)
+		return vgpusimtest.Action{Delay: m.hold}
 	case mitmCorrupt:
-		b[len(b)/2] ^= 0x10
-		_, _ = to.Write(b)
+		return vgpusimtest.Action{FlipBits: []int64{mitmCorruptBit(len(msg.Data))}}
 	case mitmDuplicate:
-		_, _ = to.Write(b)
-		_, _ = to.Write(b)
+		return vgpusimtest.Action{Repeat: 1}
 	case mitmReplay:
-		_, _ = to.Write(m.replay[name])
+		return vgpusimtest.Action{Replace: m.replay[msg.Name]}
 	case mitmForge:
-		_, _ = to.Write(m.forge(name, b))
+		return vgpusimtest.Action{Replace: m.forge(msg.Name, msg.Data)}
 	case mitmCutSource:
-		_, _ = to.Write(b)
-		m.toSource.Close()
+		return vgpusimtest.Action{Close: mitmSource}
 	case mitmCutDestination:
-		_, _ = to.Write(b)
-		m.toDest.Close()
+		return vgpusimtest.Action{Close: mitmDest}
 	}
+	return vgpusimtest.Action{}
 }
+
+// mitmCorruptBit is the bit a corrupting man in the middle flips in a
+// message of n bytes: bit 4 of its middle byte.
+func mitmCorruptBit(n int) int64 { return 8*int64(n/2) + 4 }
 
 // forge makes message name without the key: a nonce of the attacker's in
 // the offer or the challenge; a control message saying what the attacker
@@ -193,23 +194,19 @@ func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu
 	src, dst := hostPair(t, memory.Sparse, 1)
 	vm = smallVM(t, src, "mitm")
 	must(t, vm.SetThrottle(mitmOwnerThrottle))
-	sEnd, mS := net.Pipe()
-	mD, dEnd := net.Pipe()
-	m.toSource, m.toDest, m.seen = mS, mD, map[string][]byte{}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); m.relay(mS, mD, true) }()
-	go func() { defer wg.Done(); m.relay(mD, mS, false) }()
+	m.seen = map[string][]byte{}
+	sEnd, dEnd, relay := vgpusimtest.NewRelayPipe(vgpusimtest.RelayPlan{Framing: mitmFramer, Rule: m.rule})
 	scfg := SendConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
 	rcfg := ReceiveConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
 	if m.target == "refuse" {
 		rcfg.MaxBatchBytes = 4 << 10
 	}
 	res = liveMigrate(context.Background(), vm, dst, []io.ReadWriter{sEnd}, []io.ReadWriter{dEnd}, scfg, rcfg)
-	for _, c := range []net.Conn{sEnd, mS, mD, dEnd} {
-		c.Close()
+	sEnd.Close()
+	dEnd.Close()
+	if err := relay.Close(); err != nil {
+		t.Errorf("the man in the middle: %v", err)
 	}
-	wg.Wait()
 	return vm, dst, res
 }
 
@@ -256,107 +253,4 @@ func TestWireMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("wire matrix: %d messages × %d actions = %d cells", len(mitmMessages), len(mitmActs), cells)
-}
-
-// mitmCheck checks one cell's outcome.
-func mitmCheck(t *testing.T, name string, act mitmAct, vm *vgpu.VM, dst *vgpu.Host, res liveResult) {
-	t.Helper()
-	srcState, in := vm.State(), res.in
-	running := 0
-	if srcState == vgpu.VMRunning {
-		running++
-	}
-	if in != nil && in.State() == vgpu.VMRunning {
-		running++
-	}
-	switch {
-	case running > 1:
-		t.Fatalf("two running copies: source %v (%v), destination %v (%v)", srcState, res.srcErr, in.State(), res.dstErr)
-	case srcState == vgpu.VMDestroyed && in == nil:
-		t.Fatalf("the VM is lost: source %v, destination %v", res.srcErr, res.dstErr)
-	}
-	inDoubt := errors.Is(res.srcErr, migrate.ErrInDoubt)
-	switch {
-	case res.srcErr == nil:
-		if srcState != vgpu.VMDestroyed || in == nil {
-			t.Fatalf("Send succeeded, the source VM %v, the destination holding %v (%v)", srcState, in, res.dstErr)
-		}
-	case inDoubt:
-		if srcState != vgpu.VMPaused || vm.Throttle() != mitmOwnerThrottle {
-			t.Fatalf("in doubt, the source VM is %v at throttle %v; want paused at %v", srcState, vm.Throttle(), mitmOwnerThrottle)
-		}
-		// Held until resolved: its owner cannot run it beside the
-		// destination's, nor destroy the only copy.
-		if err := vm.Resume(); !errors.Is(err, vgpu.ErrMigrating) {
-			t.Fatalf("in doubt, the source VM resumed by its owner: %v", err)
-		}
-		if err := vm.Destroy(); !errors.Is(err, vgpu.ErrMigrating) {
-			t.Fatalf("in doubt, the source VM destroyed by its owner: %v", err)
-		}
-		must(t, vm.ResolveMigration(in != nil))
-	default:
-		if srcState != vgpu.VMRunning || vm.Throttle() != mitmOwnerThrottle || in != nil {
-			t.Fatalf("Send failed (%v), the source VM %v at throttle %v, the destination holding %v; want it running at %v at the source only",
-				res.srcErr, srcState, vm.Throttle(), in, mitmOwnerThrottle)
-		}
-	}
-	if in != nil {
-		// The destination holds the VM only as the source committed it.
-		if in.State() != vgpu.VMRunning || in.Throttle() != mitmOwnerThrottle {
-			t.Fatalf("the destination's VM is %v at throttle %v (%v); want running at %v", in.State(), in.Throttle(), res.dstErr, mitmOwnerThrottle)
-		}
-	} else {
-		holdsNothing(t, dst)
-	}
-	for end, err := range map[string]error{"source": res.srcErr, "destination": res.dstErr} {
-		var pe *migrate.PhaseError
-		if err != nil && !errors.As(err, &pe) {
-			t.Fatalf("%s: %v (%T) is not a *PhaseError", end, err, err)
-		}
-		if err != nil && !wrapsSentinel(err) {
-			t.Fatalf("%s: %v wraps none of migrate's sentinels", end, err)
-		}
-	}
-	// The end that reads a tampered message says so; a message that never
-	// came, or came too late, is the connection's.
-	reader, readerErr := "destination", res.dstErr
-	if !fromSource[name] {
-		reader, readerErr = "source", res.srcErr
-	}
-	switch act {
-	case mitmCorrupt, mitmForge, mitmReplay:
-		want := []error{migrate.ErrAuthentication}
-		if name == "stream" {
-			want = append(want, migrate.ErrStream) // its seal or its check value
-		}
-		if name == "offer" || name == "challenge" {
-			// A nonce changed on the way gives the ends other keys: the
-			// destination finds out at the hello.
-			readerErr = res.dstErr
-		}
-		if !wrapsAny(readerErr, want...) {
-			t.Fatalf("the %s read a %s %v and says %v; want %v", reader, act, name, readerErr, want)
-		}
-	case mitmDrop, mitmDelay:
-		if !errors.Is(res.srcErr, migrate.ErrConnection) && !errors.Is(res.dstErr, migrate.ErrConnection) {
-			t.Fatalf("a %s %v: source %v, destination %v; want one ErrConnection", act, name, res.srcErr, res.dstErr)
-		}
-	}
-	if in != nil {
-		must(t, in.Destroy())
-	}
-}
-
-func wrapsAny(err error, sentinels ...error) bool {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func wrapsSentinel(err error) bool {
-	return wrapsAny(err, migrate.ErrAuthentication, migrate.ErrConnection, migrate.ErrStream, migrate.ErrRefused,
-		migrate.ErrInDoubt, migrate.ErrConfig, migrate.ErrDestination, migrate.ErrIncompatible, migrate.ErrSource)
 }

@@ -1,0 +1,200 @@
+package vgpusimtest
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpu"
+	"pgregory.net/rapid"
+)
+
+// Spec is a scenario: a small cluster of hosts with one GPU model, VMs
+// on them running workloads an Oracle follows, and the steps to play in a
+// Sim. It is plain data, drawn by Scenario and shrunk by rapid, and
+// printed by String; NewWorld builds it.
+type Spec struct {
+	GPU   vgpu.GPUSpec
+	Hosts []HostSpec
+	VMs   []VMSpec
+	Steps []Step
+}
+
+// HostSpec is host i of a scenario, named "host<i>": Sparse memory, 4
+// GiB of guest memory.
+type HostSpec struct {
+	GPUs                int
+	FramebufferPageSize int
+	Seed                uint64
+}
+
+// VMSpec is VM i of a scenario, named "vm<i>": 16 MiB of guest memory, 1
+// MiB of it the guest OS, and one vGPU, running the Oracle's workload
+// around Workload.
+type VMSpec struct {
+	// Host is the index of the host it starts on.
+	Host    int
+	Profile string
+	// Workload runs inside the oracle's workload.
+	Workload WorkloadSpec
+	// OraclePagesPerSec is the oracle's own write rate.
+	OraclePagesPerSec int64
+	Seed              uint64
+	// Paused starts the VM paused.
+	Paused bool
+}
+
+// Scenario's sizes.
+const (
+	scenarioHostRAMBytes   = 4 << 30
+	scenarioVMRAMBytes     = 16 << 20
+	scenarioVMRAMFootprint = 1 << 20
+)
+
+// StepKind is what a Step does.
+type StepKind uint8
+
+const (
+	// StepAdvance advances the Sim by Duration.
+	StepAdvance StepKind = iota + 1
+	// StepEvent takes the Sim's next event (Sim.Step).
+	StepEvent
+	// StepMigrate starts migrating VM to host To with Config.
+	StepMigrate
+	// StepInject injects Fault into the Migration-th migration started
+	// (modulo their number) or its link.
+	StepInject
+	// StepCancel cancels the Migration-th migration started.
+	StepCancel
+	// StepWrite writes Value over page Page of VM's guest OS footprint,
+	// through the Oracle, as a user's own write.
+	StepWrite
+	// StepPauseResume pauses VM if it runs and resumes it if it is
+	// paused.
+	StepPauseResume
+)
+
+var stepNames = [...]string{StepAdvance: "advance", StepEvent: "step", StepMigrate: "migrate", StepInject: "inject",
+	StepCancel: "cancel", StepWrite: "write", StepPauseResume: "pause-resume"}
+
+// String names the kind as a scenario script does.
+func (k StepKind) String() string {
+	if k > 0 && int(k) < len(stepNames) {
+		return stepNames[k]
+	}
+	return fmt.Sprintf("StepKind(%d)", uint8(k))
+}
+
+// Step is one step of a scenario; the fields its Kind does not name are
+// zero.
+type Step struct {
+	Kind      StepKind
+	Duration  time.Duration
+	VM, To    int
+	Config    migrate.Config
+	Migration int
+	Fault     SimFault
+	Page      int
+	Value     byte
+}
+
+// Scenario draws a scenario: 2 or 3 hosts of one GPU model with 1 or 2
+// GPUs, 1 to 3 VMs, and up to 12 steps. It shrinks towards two
+// one-GPU P40 hosts, one VM of the smallest type with no workload, and
+// fewer, plainer steps.
+func Scenario(t *rapid.T) *Spec {
+	s := &Spec{GPU: GPUs().Draw(t, "gpu")}
+	// Hosts, VMs and steps are drawn as slices, which rapid shrinks by
+	// dropping whole elements.
+	s.Hosts = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) HostSpec {
+		return HostSpec{
+			GPUs:                rapid.IntRange(1, 2).Draw(t, "gpus"),
+			FramebufferPageSize: rapid.SampledFrom([]int{64 << 10, 4 << 10}).Draw(t, "fbPageSize"),
+			Seed:                rapid.Uint64().Draw(t, "hostSeed"),
+		}
+	}), 2, 3).Draw(t, "hosts")
+	s.VMs = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) VMSpec {
+		return VMSpec{
+			Host:              rapid.IntRange(0, len(s.Hosts)-1).Draw(t, "vmHost"),
+			Profile:           Profiles(s.GPU).Draw(t, "profile").Name,
+			Workload:          Workloads().Draw(t, "workload"),
+			OraclePagesPerSec: rapid.Int64Range(0, 500).Draw(t, "oraclePagesPerSec"),
+			Seed:              rapid.Uint64Range(1, 1<<62).Draw(t, "vmSeed"),
+			Paused:            rapid.Bool().Draw(t, "paused"),
+		}
+	}), 1, 3).Draw(t, "vms")
+	s.Steps = rapid.SliceOfN(steps(len(s.Hosts), len(s.VMs)), 1, 12).Draw(t, "steps")
+	return s
+}
+
+// steps draws a step for a scenario of the given size; migrations come
+// first, so that a failing run shrinks to migrating.
+func steps(hosts, vms int) *rapid.Generator[Step] {
+	return rapid.Custom(func(t *rapid.T) Step {
+		k := rapid.SampledFrom([]StepKind{StepMigrate, StepAdvance, StepEvent, StepInject, StepCancel, StepWrite, StepPauseResume}).Draw(t, "step")
+		st := Step{Kind: k}
+		switch k {
+		case StepAdvance:
+			st.Duration = time.Duration(rapid.Int64Range(1, 2000).Draw(t, "advanceMS")) * time.Millisecond
+		case StepMigrate:
+			st.VM = rapid.IntRange(0, vms-1).Draw(t, "vm")
+			st.To = rapid.IntRange(0, hosts-1).Draw(t, "to")
+			st.Config = Configs().Draw(t, "config")
+		case StepInject:
+			st.Migration = rapid.IntRange(0, 3).Draw(t, "migration")
+			st.Fault = SimFaults().Draw(t, "fault")
+		case StepCancel:
+			st.Migration = rapid.IntRange(0, 3).Draw(t, "migration")
+		case StepWrite:
+			st.VM = rapid.IntRange(0, vms-1).Draw(t, "vm")
+			st.Page = rapid.IntRange(0, scenarioVMRAMFootprint/4096-1).Draw(t, "page")
+			st.Value = rapid.Byte().Draw(t, "value")
+		case StepPauseResume:
+			st.VM = rapid.IntRange(0, vms-1).Draw(t, "vm")
+		}
+		return st
+	})
+}
+
+// String prints the scenario, one line a host, a VM or a step.
+func (s *Spec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpu %s\n", s.GPU.Model)
+	for i, h := range s.Hosts {
+		fmt.Fprintf(&b, "host%d gpus=%d fb-page=%d\n", i, h.GPUs, h.FramebufferPageSize)
+	}
+	for i, v := range s.VMs {
+		w := v.Workload.Kind
+		if w == "" {
+			w = "none"
+		}
+		fmt.Fprintf(&b, "vm%d on host%d %s workload=%s oracle=%d/s paused=%t\n", i, v.Host, v.Profile, w, v.OraclePagesPerSec, v.Paused)
+	}
+	for _, st := range s.Steps {
+		b.WriteString(st.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// String prints the step as a line of a scenario.
+func (st Step) String() string {
+	switch st.Kind {
+	case StepAdvance:
+		return fmt.Sprintf("advance %v", st.Duration)
+	case StepMigrate:
+		c := st.Config
+		return fmt.Sprintf("migrate vm%d to host%d mode=%v link=%s codec=%v rounds=%d target=%v on-nonconvergence=%v batch=%d",
+			st.VM, st.To, c.Mode, c.Link.Name, c.Codec, c.MaxRounds, c.StunTarget, c.OnNonConvergence, c.BatchBytes)
+	case StepInject:
+		return fmt.Sprintf("inject %v migration=%d whole-link=%t", st.Fault.Fault, st.Migration, st.Fault.Link)
+	case StepCancel:
+		return fmt.Sprintf("cancel migration=%d", st.Migration)
+	case StepWrite:
+		return fmt.Sprintf("write vm%d page=%d value=%d", st.VM, st.Page, st.Value)
+	case StepPauseResume:
+		return fmt.Sprintf("pause-resume vm%d", st.VM)
+	}
+	return st.Kind.String()
+}
