@@ -112,15 +112,7 @@ func Splice(a, b []byte, at int) ([]byte, error) {
 // record count: a record replayed from another stream, or from an
 // earlier run of the same one, where its sequence number fits.
 func ReplayRecord(stream, from []byte, i int) ([]byte, error) {
-	sf, err := split(from)
-	if err != nil {
-		return nil, fmt.Errorf("from: %w", err)
-	}
-	rec, err := sf.record(i)
-	if err != nil {
-		return nil, fmt.Errorf("from: %w", err)
-	}
-	s, err := split(stream)
+	rec, s, err := recordFrom(stream, from, i)
 	if err != nil {
 		return nil, err
 	}
@@ -136,15 +128,7 @@ func ReplayRecord(stream, from []byte, i int) ([]byte, error) {
 // stream (or another run of the same) sent in its place, its sequence
 // number the one the reader expects there.
 func ReplaceRecord(stream, from []byte, i int) ([]byte, error) {
-	sf, err := split(from)
-	if err != nil {
-		return nil, fmt.Errorf("from: %w", err)
-	}
-	rec, err := sf.record(i)
-	if err != nil {
-		return nil, fmt.Errorf("from: %w", err)
-	}
-	s, err := split(stream)
+	rec, s, err := recordFrom(stream, from, i)
 	if err != nil {
 		return nil, err
 	}
@@ -153,4 +137,19 @@ func ReplaceRecord(stream, from []byte, i int) ([]byte, error) {
 	}
 	r := s.recs[i]
 	return join(stream[:r.Offset], rec, stream[r.End():]), nil
+}
+
+// recordFrom returns record i of from and the split of stream, the two
+// things ReplayRecord and ReplaceRecord start from.
+func recordFrom(stream, from []byte, i int) ([]byte, framed, error) {
+	sf, err := split(from)
+	if err != nil {
+		return nil, framed{}, fmt.Errorf("from: %w", err)
+	}
+	rec, err := sf.record(i)
+	if err != nil {
+		return nil, framed{}, fmt.Errorf("from: %w", err)
+	}
+	s, err := split(stream)
+	return rec, s, err
 }

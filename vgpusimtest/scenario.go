@@ -107,25 +107,38 @@ func Scenario(t *rapid.T) *Spec {
 	s := &Spec{GPU: GPUs().Draw(t, "gpu")}
 	// Hosts, VMs and steps are drawn as slices, which rapid shrinks by
 	// dropping whole elements.
-	s.Hosts = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) HostSpec {
+	s.Hosts = rapid.SliceOfN(HostSpecs(), 2, 3).Draw(t, "hosts")
+	s.VMs = rapid.SliceOfN(VMSpecs(s.GPU, len(s.Hosts)), 1, 3).Draw(t, "vms")
+	s.Steps = rapid.SliceOfN(steps(len(s.Hosts), len(s.VMs)), 1, 12).Draw(t, "steps")
+	return s
+}
+
+// HostSpecs draws a host of a scenario: one GPU or two, 64 KiB or 4 KiB
+// framebuffer pages.
+func HostSpecs() *rapid.Generator[HostSpec] {
+	return rapid.Custom(func(t *rapid.T) HostSpec {
 		return HostSpec{
 			GPUs:                rapid.IntRange(1, 2).Draw(t, "gpus"),
 			FramebufferPageSize: rapid.SampledFrom([]int{64 << 10, 4 << 10}).Draw(t, "fbPageSize"),
 			Seed:                rapid.Uint64().Draw(t, "hostSeed"),
 		}
-	}), 2, 3).Draw(t, "hosts")
-	s.VMs = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) VMSpec {
+	})
+}
+
+// VMSpecs draws a VM of a scenario of the given GPU model and number of
+// hosts: a type of the GPU, a workload, the oracle's rate (0 to 500 pages
+// a second) and whether it starts paused.
+func VMSpecs(gpu vgpu.GPUSpec, hosts int) *rapid.Generator[VMSpec] {
+	return rapid.Custom(func(t *rapid.T) VMSpec {
 		return VMSpec{
-			Host:              rapid.IntRange(0, len(s.Hosts)-1).Draw(t, "vmHost"),
-			Profile:           Profiles(s.GPU).Draw(t, "profile").Name,
+			Host:              rapid.IntRange(0, hosts-1).Draw(t, "vmHost"),
+			Profile:           Profiles(gpu).Draw(t, "profile").Name,
 			Workload:          Workloads().Draw(t, "workload"),
 			OraclePagesPerSec: rapid.Int64Range(0, 500).Draw(t, "oraclePagesPerSec"),
 			Seed:              rapid.Uint64Range(1, 1<<62).Draw(t, "vmSeed"),
 			Paused:            rapid.Bool().Draw(t, "paused"),
 		}
-	}), 1, 3).Draw(t, "vms")
-	s.Steps = rapid.SliceOfN(steps(len(s.Hosts), len(s.VMs)), 1, 12).Draw(t, "steps")
-	return s
+	})
 }
 
 // steps draws a step for a scenario of the given size; migrations come
