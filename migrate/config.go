@@ -36,6 +36,29 @@ func (m Mode) String() string {
 // MarshalText writes the mode's name.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
+// ParseMode returns the mode whose String is s ("pre-copy" or "legacy"),
+// so that a flag or a script names a mode as reports print it. Any other
+// name is an error wrapping ErrConfig.
+func ParseMode(s string) (Mode, error) {
+	return parseName("mode", s, []Mode{PreCopy, Legacy})
+}
+
+// parseName returns the value among all whose String is s, exactly: the
+// one spelling every value prints and parses in. what names the kind in
+// the error, which lists the names.
+func parseName[T fmt.Stringer](what, s string, all []T) (T, error) {
+	names := make([]string, len(all))
+	for i, v := range all {
+		if v.String() == s {
+			return v, nil
+		}
+		names[i] = v.String()
+	}
+	var zero T
+	return zero, fmt.Errorf("%w: unknown %s %q (%s or %s)", ErrConfig, what, s,
+		strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
+
 // Fidelity selects how faithfully pages are moved.
 type Fidelity uint8
 
@@ -68,6 +91,12 @@ func (f Fidelity) String() string {
 // MarshalText writes the fidelity's name.
 func (f Fidelity) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
 
+// ParseFidelity returns the fidelity whose String is s ("bytes" or
+// "model"). Any other name is an error wrapping ErrConfig.
+func ParseFidelity(s string) (Fidelity, error) {
+	return parseName("fidelity", s, []Fidelity{Bytes, Model})
+}
+
 // NonConvergence is what a migration does when pre-copy does not converge:
 // the dirty rate reaches the link's rate, or the round limit is reached.
 type NonConvergence uint8
@@ -94,6 +123,13 @@ func (n NonConvergence) String() string {
 		return "abort"
 	}
 	return fmt.Sprintf("NonConvergence(%d)", uint8(n))
+}
+
+// ParseNonConvergence returns the choice whose String is s ("throttle",
+// "switch over anyway" or "abort"). Any other name is an error wrapping
+// ErrConfig.
+func ParseNonConvergence(s string) (NonConvergence, error) {
+	return parseName("non-convergence choice", s, []NonConvergence{Throttle, SwitchAnyway, Abort})
 }
 
 // ThrottleSteps shape Throttle: the first cut, the step added each round

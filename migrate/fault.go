@@ -44,6 +44,11 @@ func (f Fault) String() string {
 // MarshalText writes the fault's name.
 func (f Fault) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
 
+// ParseFault returns the fault whose String is s ("link-down",
+// "link-stall", "refused" or "destination-gone"). Any other name is an
+// error wrapping ErrConfig.
+func ParseFault(s string) (Fault, error) { return parseName("fault", s, Faults()) }
+
 // Faults returns every fault kind, in order.
 func Faults() []Fault {
 	out := make([]Fault, 0, numFaults)

@@ -67,6 +67,11 @@ func (p Phase) String() string {
 	return fmt.Sprintf("Phase(%d)", uint8(p))
 }
 
+// ParsePhase returns the phase whose String is s, spaces and case as
+// String writes them ("pre-copy", "final RAM"). Any other name is an
+// error wrapping ErrConfig.
+func ParsePhase(s string) (Phase, error) { return parseName("phase", s, Phases()) }
+
 // Stunned reports whether the VM is stopped during phase p: from PhaseQuiesce
 // to PhaseResume.
 func (p Phase) Stunned() bool { return p >= PhaseQuiesce && p <= PhaseResume }

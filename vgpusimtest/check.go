@@ -30,13 +30,14 @@ var (
 
 // InvariantError is the error of a broken invariant.
 type InvariantError struct {
-	// Invariant names it: "one owner", "scrubbed", "scheduler" or
-	// "report".
+	// Invariant names it: "one owner", "scrubbed", "scheduler",
+	// "report", or (World.Check) "failed migration".
 	Invariant string
 	// Detail says what broke.
 	Detail string
 }
 
+// Error names the invariant and says what broke.
 func (e *InvariantError) Error() string {
 	return fmt.Sprintf("%v: %s: %s", ErrInvariant, e.Invariant, e.Detail)
 }
@@ -60,6 +61,8 @@ type MemoryError struct {
 	Err error
 }
 
+// Error names the VM, its host and the page, and where it differs or why
+// it could not be read.
 func (e *MemoryError) Error() string {
 	what := fmt.Sprintf("VM %q on %s, region %d page %d", e.VM, e.Host, e.Region, e.Page)
 	if e.Err != nil {

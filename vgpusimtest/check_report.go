@@ -8,7 +8,8 @@ import (
 // migration that succeeded has a stun equal to the sum of its phases, no
 // longer than the migration, its longest phase named dominant, and pages
 // before the stun equal to its rounds' sum; one that failed says why and
-// where. Its times run forward and its totals match their parts.
+// where. Its times run forward — rounds one after another inside the
+// migration, events in order — and its totals match their parts.
 func CheckReport(r *migrate.Report) error {
 	bad := func(format string, args ...any) error {
 		return broken("report", "migration of %s: "+format, append([]any{r.VM}, args...)...)
@@ -62,10 +63,25 @@ func CheckReport(r *migrate.Report) error {
 	default:
 		return bad("outcome %v: not ended", r.Outcome)
 	}
-	for _, rd := range r.Rounds {
-		if rd.Duration < 0 || rd.Start < r.Start {
-			return bad("round %d starts at %v and lasts %v", rd.Index, rd.Start, rd.Duration)
+	// Beyond the sums Report.Settle forms: what the report's parts say of
+	// each other, which no single line of the library computes.
+	end, roundWire := r.Start, int64(0)
+	for i, rd := range r.Rounds {
+		if rd.Index != i || rd.Duration < 0 || rd.Start < end || rd.Start+rd.Duration > r.End {
+			return bad("round %d (index %d) runs from %v for %v, after a round ending at %v, in a migration from %v to %v",
+				i, rd.Index, rd.Start, rd.Duration, end, r.Start, r.End)
 		}
+		end, roundWire = rd.Start+rd.Duration, roundWire+rd.WireBytes
+	}
+	if roundWire > r.WireBytes {
+		return bad("rounds put %d bytes on the wire, the whole stream %d", roundWire, r.WireBytes)
+	}
+	at := r.Start
+	for _, ev := range r.Events {
+		if ev.At < at || ev.At > r.End {
+			return bad("event %v at %v, after one at %v, in a migration from %v to %v", ev.Kind, ev.At, at, r.Start, r.End)
+		}
+		at = ev.At
 	}
 	return nil
 }

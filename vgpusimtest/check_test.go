@@ -229,7 +229,7 @@ func TestCheckReport(t *testing.T) {
 	if err := vgpusimtest.CheckReport(real); err != nil {
 		t.Fatalf("a real report: %v\n%v", err, real)
 	}
-	if len(real.Rounds) == 0 || len(real.StunPhases) < 2 {
+	if len(real.Rounds) == 0 || len(real.StunPhases) < 2 || len(real.Events) < 2 {
 		t.Fatalf("a report with %d rounds and %d stun phases cannot be mutated as the test needs", len(real.Rounds), len(real.StunPhases))
 	}
 	longest := 0
@@ -268,11 +268,19 @@ func TestCheckReport(t *testing.T) {
 		{"outcome not an end", func(r *migrate.Report) { r.Outcome = migrate.PhasePreCopy }, "not ended"},
 		{"round before the start", func(r *migrate.Report) { r.Rounds[0].Start = r.Start - 1 }, "round 0"},
 		{"round of negative duration", func(r *migrate.Report) { r.Rounds[0].Duration = -1 }, "round 0"},
+		{"round past the end", func(r *migrate.Report) { r.Rounds[0].Duration = r.Total + 1 }, "round 0"},
+		{"round misnumbered", func(r *migrate.Report) { r.Rounds[0].Index = 3 }, "round 0"},
+		{"rounds' wire bytes past the stream's", func(r *migrate.Report) {
+			r.Rounds[0].WireBytes = r.WireBytes + 1
+		}, "rounds put"},
+		{"events out of order", func(r *migrate.Report) { r.Events[0].At, r.Events[1].At = r.Events[1].At, r.Events[0].At-1 }, "event"},
+		{"event after the end", func(r *migrate.Report) { r.Events[len(r.Events)-1].At = r.End + 1 }, "event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := *real
 			r.StunPhases = slices.Clone(real.StunPhases)
 			r.Rounds = slices.Clone(real.Rounds)
+			r.Events = slices.Clone(real.Events)
 			tc.mutate(&r)
 			err := vgpusimtest.CheckReport(&r)
 			if tc.want == "" {

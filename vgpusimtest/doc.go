@@ -30,7 +30,8 @@
 // anything), CheckScheduler (no GPU granted more time than passed) and
 // CheckReport (a report's phases sum to its stun, its rounds to its
 // pre-copy traffic). World.Check runs them all, and also holds a failed
-// migration's VM to its source, running or paused as the steps left it.
+// migration's VM to its source, running or paused as the steps (or the
+// caller, through World.SetRunState) left it.
 //
 // The memory oracle, Oracle, records what a VM's memory must hold: the
 // pages its workload (Oracle.Workload, alone or around another workload)
@@ -71,13 +72,15 @@
 //
 // A broken invariant is an *InvariantError wrapping ErrInvariant; a page
 // that differs from the oracle's record a *MemoryError wrapping ErrLost
-// and ErrInvariant. An injected failure is a *FaultError wrapping
+// and ErrInvariant. A Spec that names what it does not have, or a Step
+// NewWorld cannot play, is an error wrapping ErrInvalid. An injected failure is a *FaultError wrapping
 // ErrInjected (and, for a stall, what ended it: os.ErrDeadlineExceeded or
 // net.ErrClosed). A mutator that cannot do what it is asked returns an
 // error wrapping ErrOutOfRange (an index or offset past the stream) or
 // ErrFraming (a stream whose framing does not reach the record asked
 // for). A Relay's Wait reports a Framer's error wrapped in ErrFraming, and
-// an Action it cannot carry out wrapped in ErrInvalid or ErrOutOfRange.
+// an Action it cannot carry out, or a plan whose Rule no Framer lets see a
+// message, wrapped in ErrInvalid or ErrOutOfRange.
 // Every sentinel's message starts with "vgpusimtest: ".
 //
 // # Framing

@@ -19,8 +19,8 @@ var (
 	// last whole record that are not a whole record), or a Relay's Framer
 	// that gave up on a direction.
 	ErrFraming = errors.New("vgpusimtest: broken stream framing")
-	// ErrInvalid reports a plan that cannot be carried out: a Fault plan
-	// or a Relay's Action.
+	// ErrInvalid reports a plan that cannot be carried out: a Fault plan,
+	// a Relay's Action, or a scenario's Spec or Step.
 	ErrInvalid = errors.New("vgpusimtest: invalid plan")
 )
 

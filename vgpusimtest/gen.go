@@ -2,6 +2,7 @@ package vgpusimtest
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -24,7 +25,8 @@ func GPUs() *rapid.Generator[vgpu.GPUSpec] {
 }
 
 // Profiles draws a vGPU type of gpu, the smallest framebuffer first so
-// that a failing run shrinks to the smallest type.
+// that a failing run shrinks to the smallest type. gpu must be a model
+// the library has types for (vgpu.Profiles(gpu.Model) not empty).
 func Profiles(gpu vgpu.GPUSpec) *rapid.Generator[vgpu.Profile] {
 	ps := slices.Clone(vgpu.Profiles(gpu.Model))
 	slices.SortStableFunc(ps, func(a, b vgpu.Profile) int { return cmp.Compare(a.FramebufferBytes, b.FramebufferBytes) })
@@ -43,8 +45,10 @@ func Links() *rapid.Generator[migrate.Link] {
 }
 
 // Policies draws a migration policy: the mode, the stun target (from 10
-// ms to 2 s), the rounds (1 to 8) and what to do when pre-copy does not
-// converge. Zero fields, the defaults, are what it shrinks to.
+// ms to 2 s, or the default), the rounds (1 to 8, or the default) and
+// what to do when pre-copy does not converge (throttle or switch over
+// anyway). It shrinks to PreCopy, the default target and rounds, and
+// Throttle.
 func Policies() *rapid.Generator[migrate.Policy] {
 	return rapid.Custom(func(t *rapid.T) migrate.Policy {
 		var p migrate.Policy
@@ -108,7 +112,7 @@ var (
 // CAD and desktop.
 func Workloads() *rapid.Generator[WorkloadSpec] {
 	return rapid.Custom(func(t *rapid.T) WorkloadSpec {
-		w := WorkloadSpec{Kind: rapid.SampledFrom([]string{"", "inference", "training", "cad", "desktop"}).Draw(t, "workload")}
+		w := WorkloadSpec{Kind: rapid.SampledFrom(workloadKinds).Draw(t, "workload")}
 		if w.Kind == "" {
 			return w
 		}
@@ -120,7 +124,8 @@ func Workloads() *rapid.Generator[WorkloadSpec] {
 	})
 }
 
-// Build makes the workload, or returns nil for none. Its guest memory lies
+// Build makes the workload, or returns nil for none; an unknown kind is
+// an error wrapping ErrInvalid. Its guest memory lies
 // in the first MiB after the guest OS footprint and its framebuffer data
 // in each framebuffer's first 2 MiB.
 func (w WorkloadSpec) Build() (vgpu.Workload, error) {
@@ -139,7 +144,18 @@ func (w WorkloadSpec) Build() (vgpu.Workload, error) {
 		return vgpu.NewDesktop(vgpu.DesktopConfig{SurfaceBytes: workloadFramebufferBytes, RAMWorkingSetBytes: workloadRAMBytes,
 			UpdatesPerSec: 20, Seed: w.Seed})
 	}
-	return nil, nil
+	return nil, w.validate()
+}
+
+// workloadKinds are the kinds Build knows, none first.
+var workloadKinds = []string{"", "inference", "training", "cad", "desktop"}
+
+// validate reports a kind Build does not know, wrapping ErrInvalid.
+func (w WorkloadSpec) validate() error {
+	if !slices.Contains(workloadKinds, w.Kind) {
+		return fmt.Errorf("%w: workload kind %q (known: %q)", ErrInvalid, w.Kind, workloadKinds[1:])
+	}
+	return nil
 }
 
 // SimFault is a fault to inject into a simulated migration.

@@ -60,6 +60,14 @@ func (o *Oracle) vm(id string) *oracleVM {
 	return v
 }
 
+// Forget drops the oracle's record of VM id, as when the VM is destroyed
+// and its ID may be used again.
+func (o *Oracle) Forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.vms, id)
+}
+
 // VMs returns the IDs of the VMs the oracle follows, sorted.
 func (o *Oracle) VMs() []string {
 	o.mu.Lock()

@@ -319,3 +319,34 @@ func TestOracleWorkloadSecond(t *testing.T) {
 		}
 	}
 }
+
+// TestOracleForgetAndOneVMEach: Forget drops a VM's record, so a VM made
+// again under the ID starts afresh; one oracle workload given to two VMs
+// is refused at the second's start.
+func TestOracleForgetAndOneVMEach(t *testing.T) {
+	o := vgpusimtest.NewOracle()
+	h := kitHost(t, "h")
+	wl := o.Workload(vgpusimtest.OracleConfig{Seed: 1})
+	vm := kitVM(t, h, "vm", wl)
+	if o.Pages("vm") == 0 {
+		t.Fatal("the workload recorded nothing")
+	}
+	other, err := h.CreateVM(vgpu.VMSpec{ID: "other", RAMBytes: kitVMRAM, RAMFootprintBytes: kitVMFootprint, Profiles: []string{"P40-1Q"}, Workload: wl})
+	if err == nil {
+		err = other.Start()
+	}
+	if err == nil {
+		t.Fatal("one oracle workload started on a second VM")
+	}
+	if err := vm.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	o.Forget("vm")
+	if n := o.Pages("vm"); n != 0 {
+		t.Fatalf("%d pages recorded after Forget", n)
+	}
+	again := kitVM(t, h, "vm", nil)
+	if err := o.Check(again); err != nil {
+		t.Fatalf("a VM made again under a forgotten ID: %v", err)
+	}
+}

@@ -86,6 +86,9 @@ func regions(env *vgpu.Env) ([]*memory.Region, error) {
 
 // Start starts the inner workload, then writes every owned page once.
 func (w *oracleWorkload) Start(env *vgpu.Env) error {
+	if w.vmID != "" && w.vmID != env.VMID() {
+		return fmt.Errorf("oracle: the workload of VM %q started on VM %q: give each VM its own", w.vmID, env.VMID())
+	}
 	rs, err := regions(env)
 	if err != nil {
 		return err

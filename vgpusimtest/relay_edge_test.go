@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -22,12 +23,12 @@ func TestRelayFramingError(t *testing.T) {
 		err  error
 	}{{"error", 0, errors.New("not a message")}, {"negative length", -1, nil}} {
 		t.Run(c.name, func(t *testing.T) {
-			framing := func(End) Framer {
+			framing := func(Side) Framer {
 				return func(p []byte) (int, string, error) {
 					if len(p) > 0 && p[0] == 0xff {
 						return c.n, "", c.err
 					}
-					return toyFramer(EndA)(p)
+					return toyFramer(SideA)(p)
 				}
 			}
 			calls := 0
@@ -59,7 +60,7 @@ func TestRelayInvalidAction(t *testing.T) {
 		{Action{FlipBits: []int64{8 * 4}}, ErrOutOfRange},
 	} {
 		t.Run(fmt.Sprintf("%+v", c.act), func(t *testing.T) {
-			got, err := relayed(t, at(EndA, 1, c.act), toy("m0", "m1", "m2"), "")
+			got, err := relayed(t, at(SideA, 1, c.act), toy("m0", "m1", "m2"), "")
 			if !bytes.Equal(got, toy("m0")[0]) || !errors.Is(err, c.want) {
 				t.Fatalf("read %q, relay error %v; want the first message and %v", got, err, c.want)
 			}
@@ -77,17 +78,69 @@ func TestRelayUnfinishedMessage(t *testing.T) {
 	}
 }
 
-// TestRelayUnframed: with no Framer, the relay is a pipe both ways.
+// TestRelayUnframed: with no Framer and no Rule, the relay is a pipe
+// both ways.
 func TestRelayUnframed(t *testing.T) {
-	calls := 0
-	a, b, r := NewRelayPipe(RelayPlan{Rule: func(Message) Action { calls++; return Action{Drop: true} }})
+	for name, framing := range map[string]func(Side) Framer{"no Framing": nil, "nil Framers": func(Side) Framer { return nil }} {
+		t.Run(name, func(t *testing.T) {
+			a, b, r := NewRelayPipe(RelayPlan{Framing: framing})
+			defer a.Close()
+			defer b.Close()
+			gotA, gotB := readN(a, 4), readN(b, 4)
+			go write(b, [][]byte{[]byte("pong")}, "")
+			write(a, [][]byte{[]byte("ping")}, "bytes")
+			if ga, gb := <-gotA, <-gotB; string(ga) != "pong" || string(gb) != "ping" {
+				t.Fatalf("a read %q, b read %q", ga, gb)
+			}
+			must(t, r.Close())
+		})
+	}
+}
+
+// TestRelayRuleWithoutFramer: a Rule with no Framer on either side could
+// never be called; the relay says so at once, relays nothing and closes
+// both connections, rather than pass everything as if the Rule had.
+func TestRelayRuleWithoutFramer(t *testing.T) {
+	for name, framing := range map[string]func(Side) Framer{"no Framing": nil, "nil Framers": func(Side) Framer { return nil }} {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			a, b, r := NewRelayPipe(RelayPlan{Framing: framing, Rule: func(Message) Action { calls++; return Action{} }})
+			defer a.Close()
+			defer b.Close()
+			if err := waitWithin(t, r, 5*time.Second); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("relay error %v, want ErrInvalid", err)
+			}
+			if _, err := a.Write([]byte("ping")); err == nil {
+				t.Fatal("the relay left a open")
+			}
+			if out, _ := io.ReadAll(b); len(out) != 0 || calls != 0 {
+				t.Fatalf("b read %q after %d Rule calls", out, calls)
+			}
+		})
+	}
+	// One side framed is enough: the Rule sees that side's messages, and
+	// the other's pass unframed.
+	seen := 0
+	framing := func(s Side) Framer {
+		if s == SideA {
+			return toyFramer(s)
+		}
+		return nil
+	}
+	a, b, r := NewRelayPipe(RelayPlan{Framing: framing, Rule: func(m Message) Action {
+		if m.From != SideA {
+			t.Errorf("the Rule saw a message from %v, which has no Framer", m.From)
+		}
+		seen++
+		return Action{}
+	}})
 	defer a.Close()
 	defer b.Close()
-	gotA, gotB := readN(a, 4), readN(b, 4)
+	gotA, gotB := readN(a, 4), readN(b, 3)
 	go write(b, [][]byte{[]byte("pong")}, "")
-	write(a, [][]byte{[]byte("ping")}, "bytes")
-	if ga, gb := <-gotA, <-gotB; string(ga) != "pong" || string(gb) != "ping" || calls != 0 {
-		t.Fatalf("a read %q, b read %q, %d Rule calls", ga, gb, calls)
+	write(a, toy("m0"), "")
+	if ga, gb := <-gotA, <-gotB; string(ga) != "pong" || !bytes.Equal(gb, toy("m0")[0]) || seen != 1 {
+		t.Fatalf("a read %q, b read %q, %d Rule calls", ga, gb, seen)
 	}
 	must(t, r.Close())
 }
@@ -106,10 +159,10 @@ func TestRelayNilConn(t *testing.T) {
 	}
 }
 
-func TestEndString(t *testing.T) {
-	for e, want := range map[End]string{0: "none", EndA: "a", EndB: "b", EndA | EndB: "a+b", 4: "End(4)"} {
+func TestSideString(t *testing.T) {
+	for e, want := range map[Side]string{0: "none", SideA: "a", SideB: "b", SideA | SideB: "a+b", 4: "Side(4)"} {
 		if e.String() != want {
-			t.Errorf("End %d is %q, want %q", uint8(e), e, want)
+			t.Errorf("Side %d is %q, want %q", uint8(e), e, want)
 		}
 	}
 }
@@ -124,9 +177,9 @@ func FuzzRelay(f *testing.F) {
 		rule := func(m Message) Action {
 			k := (int(m.Data[len(m.Data)-1]) + int(salt)) % 8
 			return [...]Action{{}, {Drop: true}, {Repeat: 1}, {FlipBits: []int64{int64(k)}}, {Replace: []byte{}},
-				{Close: EndA}, {Close: EndB}, {Repeat: -1}}[k]
+				{Close: SideA}, {Close: SideB}, {Repeat: -1}}[k]
 		}
-		framing := func(End) Framer {
+		framing := func(Side) Framer {
 			return func(p []byte) (int, string, error) {
 				if len(p) == 0 {
 					return 0, "", nil

@@ -12,14 +12,14 @@ import (
 // the second line from a, corrupts the third and sends the fourth twice.
 // The fifth, never finished, is lost with the connection.
 func ExampleRelay() {
-	lines := func(vgpusimtest.End) vgpusimtest.Framer {
+	lines := func(vgpusimtest.Side) vgpusimtest.Framer {
 		return func(pending []byte) (int, string, error) {
 			return bytes.IndexByte(pending, '\n') + 1, "", nil // 0 until a line is whole
 		}
 	}
 	rule := func(m vgpusimtest.Message) vgpusimtest.Action {
 		switch {
-		case m.From != vgpusimtest.EndA:
+		case m.From != vgpusimtest.SideA:
 			return vgpusimtest.Action{}
 		case m.Index == 1:
 			return vgpusimtest.Action{Drop: true}

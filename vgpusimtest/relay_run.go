@@ -20,17 +20,18 @@ import (
 // the connection. A Write that fails (the end gone) loses what it
 // carried, as the network would, and the relay reads on. When either
 // direction ends, its sender's connection closed, cut or failed, the
-// relay closes the other end's: it is never half-open, so neither end
+// relay closes the other side's, and a message it holds back (a Delay)
+// is lost with them: it is never half-open, so neither side, nor Wait,
 // waits for the other past the point where one is gone.
 type Relay struct {
 	conns [2]net.Conn // a, b
 	plan  RelayPlan
 
-	ruleMu   sync.Mutex // one Rule call at a time
-	stop     chan struct{}
-	stopOnce sync.Once
-	closed   [2]sync.Once
-	done     chan struct{}
+	ruleMu  sync.Mutex // one Rule call at a time
+	closed  [2]sync.Once
+	cut     chan struct{} // closed once either connection is: ends a Delay
+	cutOnce sync.Once
+	done    chan struct{}
 
 	mu  sync.Mutex
 	err error
@@ -38,25 +39,27 @@ type Relay struct {
 
 // NewRelay starts relaying between a and b as the plan says. The relay
 // owns both connections from then on, and closes them when it ends. A nil
-// connection ends it at once, with an error wrapping ErrInvalid.
+// connection, or a plan with a Rule and no Framer for either side (a
+// Rule that could never be called), ends it at once, both connections
+// closed and nothing relayed, with an error wrapping ErrInvalid.
 func NewRelay(a, b net.Conn, p RelayPlan) *Relay {
-	r := &Relay{conns: [2]net.Conn{a, b}, plan: p, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Relay{conns: [2]net.Conn{a, b}, plan: p, cut: make(chan struct{}), done: make(chan struct{})}
 	if a == nil || b == nil {
-		r.fail(fmt.Errorf("%w: a relay with a nil connection", ErrInvalid))
-		r.closeEnds(EndA | EndB)
-		close(r.done)
-		return r
+		return r.refuse(fmt.Errorf("%w: a relay with a nil connection", ErrInvalid))
+	}
+	var framers [2]Framer
+	if p.Framing != nil {
+		framers = [2]Framer{p.Framing(SideA), p.Framing(SideB)}
+	}
+	if p.Rule != nil && framers[0] == nil && framers[1] == nil {
+		return r.refuse(fmt.Errorf("%w: a relay plan with a Rule but no Framer: the Rule would see no message", ErrInvalid))
 	}
 	var wg sync.WaitGroup
-	for _, from := range []End{EndA, EndB} {
-		var f Framer
-		if p.Framing != nil {
-			f = p.Framing(from)
-		}
+	for i, from := range []Side{SideA, SideB} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.carry(from, f)
+			r.carry(from, framers[i])
 		}()
 	}
 	go func() {
@@ -90,26 +93,40 @@ func (r *Relay) Wait() error {
 // Close closes both connections, ends a Delay's wait, and returns Wait's
 // error once both directions have ended.
 func (r *Relay) Close() error {
-	r.stopOnce.Do(func() { close(r.stop) })
-	r.closeEnds(EndA | EndB)
+	r.closeEnds(SideA | SideB)
 	return r.Wait()
 }
 
-// conn returns the connection of end e, one of EndA and EndB.
-func (r *Relay) conn(e End) net.Conn {
-	if e == EndA {
+// refuse ends r before it starts, for err: it closes what connections it
+// has, since it owns them, and relays nothing.
+func (r *Relay) refuse(err error) *Relay {
+	r.fail(err)
+	r.closeEnds(SideA | SideB)
+	close(r.done)
+	return r
+}
+
+// conn returns the connection of side e, one of SideA and SideB.
+func (r *Relay) conn(e Side) net.Conn {
+	if e == SideA {
 		return r.conns[0]
 	}
 	return r.conns[1]
 }
 
-// closeEnds closes the connections of the ends in e, each once.
-func (r *Relay) closeEnds(e End) {
-	for i, end := range []End{EndA, EndB} {
-		if e&end != 0 && r.conns[i] != nil {
+// closeEnds closes the connections of the sides in e, each once, in
+// order, a before b. Closing either ends the relay, so it also ends any
+// Delay's wait: a held message has nowhere to go.
+func (r *Relay) closeEnds(e Side) {
+	if e&(SideA|SideB) == 0 {
+		return
+	}
+	for i, side := range []Side{SideA, SideB} {
+		if e&side != 0 && r.conns[i] != nil {
 			r.closed[i].Do(func() { _ = r.conns[i].Close() })
 		}
 	}
+	r.cutOnce.Do(func() { close(r.cut) })
 }
 
 // fail keeps err, if it is the first.
@@ -121,10 +138,10 @@ func (r *Relay) fail(err error) {
 	}
 }
 
-// carry relays what comes from end from to the other end, message by
+// carry relays what comes from side from to the other side, message by
 // message as frame splits it (unframed if frame is nil), until the
 // connection from it ends or is cut.
-func (r *Relay) carry(from End, frame Framer) {
+func (r *Relay) carry(from Side, frame Framer) {
 	src, dst := r.conn(from), r.conn(from.other())
 	defer r.closeEnds(from.other())
 	buf := make([]byte, 32<<10)
@@ -176,7 +193,7 @@ func (r *Relay) act(m Message, dst net.Conn) bool {
 	out, err := a.payload(m.Data)
 	if err != nil {
 		r.fail(fmt.Errorf("message %d from %v: %w", m.Index, m.From, err))
-		r.closeEnds(EndA | EndB)
+		r.closeEnds(SideA | SideB)
 		return false
 	}
 	if a.Delay > 0 && !r.sleep(a.Delay) {
@@ -189,8 +206,16 @@ func (r *Relay) act(m Message, dst net.Conn) bool {
 			}
 		}
 	}
+	if a.Close == 0 {
+		return true
+	}
+	// The sides in the set first, then the other at once: closing it
+	// here, rather than leaving it to the other direction's carry to
+	// notice, keeps the relay from going half-open while that carry is
+	// blocked writing to a side that does not read.
 	r.closeEnds(a.Close)
-	return a.Close&m.From == 0
+	r.closeEnds(SideA | SideB)
+	return false
 }
 
 // decide asks the Rule, one call at a time, what to do with m, and gives
@@ -205,15 +230,17 @@ func (r *Relay) decide(m Message) Action {
 	return r.plan.Rule(m)
 }
 
-// sleep waits d, or until the relay is closed; it reports whether the
-// wait ran its course.
+// sleep waits d, or until the relay's connections are closed, by Close,
+// an Action or a direction that ended; it reports whether the wait ran
+// its course. Without the second case a long Delay would keep its
+// goroutine, and Wait, alive past both sides' end.
 func (r *Relay) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-r.stop:
+	case <-r.cut:
 		return false
 	}
 }

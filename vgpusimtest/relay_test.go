@@ -12,7 +12,7 @@ import (
 // that many bytes, and is named by its first byte after the length.
 
 // toyFramer frames the toy protocol.
-func toyFramer(End) Framer {
+func toyFramer(Side) Framer {
 	return func(p []byte) (int, string, error) {
 		if len(p) < 2 {
 			return 0, "", nil
@@ -72,7 +72,7 @@ func readN(c net.Conn, n int) <-chan []byte {
 
 // at returns a Rule that does act to the message of index i from end,
 // and passes every other.
-func at(from End, i int, act Action) Rule {
+func at(from Side, i int, act Action) Rule {
 	return func(m Message) Action {
 		if m.From == from && m.Index == i {
 			return act
@@ -109,16 +109,16 @@ func TestRelayActions(t *testing.T) {
 		{"duplicate", Action{Repeat: 2}, cat(m[0], m[1], m[1], m[1], m[2])},
 		{"replace", Action{Replace: toy("xyz")[0]}, cat(m[0], toy("xyz")[0], m[2])},
 		{"replace and flip", Action{Replace: []byte("ab"), FlipBits: []int64{0}}, cat(m[0], []byte("`b"), m[2])},
-		{"cut the sender after it", Action{Close: EndA}, cat(m[0], m[1])},
-		{"cut the receiver after it", Action{Close: EndB}, cat(m[0], m[1])},
-		{"cut both after it", Action{Close: EndA | EndB}, cat(m[0], m[1])},
-		{"cut it short", Action{Replace: m[1][:2], Close: EndA}, cat(m[0], m[1][:2])},
-		{"drop and cut", Action{Drop: true, Close: EndB}, m[0]},
+		{"cut the sender after it", Action{Close: SideA}, cat(m[0], m[1])},
+		{"cut the receiver after it", Action{Close: SideB}, cat(m[0], m[1])},
+		{"cut both after it", Action{Close: SideA | SideB}, cat(m[0], m[1])},
+		{"cut it short", Action{Replace: m[1][:2], Close: SideA}, cat(m[0], m[1][:2])},
+		{"drop and cut", Action{Drop: true, Close: SideB}, m[0]},
 	}
 	for _, c := range cases {
 		for _, how := range []string{"one-write", "a-write-a-message", "bytes"} {
 			t.Run(c.name+"/"+how, func(t *testing.T) {
-				got, err := relayed(t, at(EndA, 1, c.act), m, how)
+				got, err := relayed(t, at(SideA, 1, c.act), m, how)
 				if err != nil || !bytes.Equal(got, c.want) {
 					t.Fatalf("read %q (relay error %v), want %q", got, err, c.want)
 				}
@@ -149,7 +149,7 @@ func TestRelayMessages(t *testing.T) {
 		t.Fatalf("b read %q, a read %q", gb, ga)
 	}
 	must(t, r.Close())
-	want := map[string]Message{"a": {EndA, 0, "a", fromA[0]}, "A": {EndA, 1, "a", fromA[1]}, "b": {EndB, 0, "b", fromB[0]}}
+	want := map[string]Message{"a": {SideA, 0, "a", fromA[0]}, "A": {SideA, 1, "a", fromA[1]}, "b": {SideB, 0, "b", fromB[0]}}
 	if calls != 3 || len(seen) != 3 {
 		t.Fatalf("%d calls, %d messages seen", calls, len(seen))
 	}
@@ -170,7 +170,7 @@ func TestRelayMessages(t *testing.T) {
 // TestRelayDelay holds a message back, and Close cuts a hold short.
 func TestRelayDelay(t *testing.T) {
 	const hold = 50 * time.Millisecond
-	a, b, r := NewRelayPipe(RelayPlan{Framing: toyFramer, Rule: at(EndA, 0, Action{Delay: hold})})
+	a, b, r := NewRelayPipe(RelayPlan{Framing: toyFramer, Rule: at(SideA, 0, Action{Delay: hold})})
 	defer a.Close()
 	defer b.Close()
 	start := time.Now()
@@ -199,5 +199,85 @@ func TestRelayDelay(t *testing.T) {
 	}
 	if got, _ := io.ReadAll(b); len(got) != 0 {
 		t.Fatalf("read %q from a relay closed while it held the message", got)
+	}
+}
+
+// waitWithin returns r's Wait error, or fails t if Wait takes longer
+// than d: how a test tells a relay that ended from one left hanging.
+func waitWithin(t *testing.T, r *Relay, d time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("Wait still blocked after %v", d)
+		return nil
+	}
+}
+
+// TestRelayDelayEndsWithTheConnections: a delay is cut short when the
+// relay's connections close, not only by Close: once the sides are gone
+// the held message has nowhere to go, and Wait must not outlast them.
+func TestRelayDelayEndsWithTheConnections(t *testing.T) {
+	// prompt is far below the hold, with room for a loaded machine.
+	const hold, prompt = 5 * time.Second, 500 * time.Millisecond
+	for _, c := range []struct {
+		name  string
+		close func(a, b net.Conn)
+	}{
+		{"both sides", func(a, b net.Conn) { a.Close(); b.Close() }},
+		{"the receiver", func(_, b net.Conn) { b.Close() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			held := make(chan struct{})
+			a, b, r := NewRelayPipe(RelayPlan{Framing: toyFramer, Rule: func(Message) Action {
+				close(held)
+				return Action{Delay: hold}
+			}})
+			defer a.Close()
+			defer b.Close()
+			write(a, toy("m0"), "")
+			<-held
+			start := time.Now()
+			c.close(a, b)
+			must(t, waitWithin(t, r, prompt))
+			t.Logf("Wait returned %v after the close", time.Since(start))
+		})
+	}
+}
+
+// TestRelayCloseCutsBoth: whichever sides an Action's Close names, both
+// connections close right after the message, and nothing more crosses
+// either way, even while the other direction is blocked writing to a side
+// that does not read.
+func TestRelayCloseCutsBoth(t *testing.T) {
+	for _, set := range []Side{SideA, SideB, SideA | SideB} {
+		t.Run(set.String(), func(t *testing.T) {
+			fromB := make(chan struct{})
+			a, b, r := NewRelayPipe(RelayPlan{Framing: toyFramer, Rule: func(m Message) Action {
+				if m.From == SideB {
+					close(fromB)
+					return Action{}
+				}
+				return Action{Close: set}
+			}})
+			defer a.Close()
+			defer b.Close()
+			// b's message goes to a, which does not read yet: the relay
+			// blocks writing it.
+			go write(b, toy("b0"), "")
+			<-fromB
+			got := drain(b)
+			write(a, toy("a0"), "")
+			must(t, waitWithin(t, r, 5*time.Second))
+			if out := <-got; !bytes.Equal(out, toy("a0")[0]) {
+				t.Fatalf("b read %q, want the message the cut came after", out)
+			}
+			if out, _ := io.ReadAll(a); len(out) != 0 {
+				t.Fatalf("a read %q after the cut", out)
+			}
+		})
 	}
 }

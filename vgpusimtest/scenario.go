@@ -1,6 +1,7 @@
 package vgpusimtest
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -15,18 +16,26 @@ import (
 // Sim. It is plain data, drawn by Scenario and shrunk by rapid, and
 // printed by String; NewWorld builds it.
 type Spec struct {
+	// GPU is every host's GPU model; the zero value means the P40.
 	GPU   vgpu.GPUSpec
 	Hosts []HostSpec
 	VMs   []VMSpec
 	Steps []Step
+	// HostWorkers is the Sim's migrate.SimConfig.HostWorkers: above 1,
+	// the hosts' workloads, and so the Oracle, run on several goroutines.
+	HostWorkers int
 }
 
 // HostSpec is host i of a scenario, named "host<i>": Sparse memory, 4
-// GiB of guest memory.
+// GiB of guest memory. Zero fields take vgpu.HostConfig's defaults.
 type HostSpec struct {
-	GPUs                int
+	// GPUs is the number of GPUs; 0 means one.
+	GPUs int
+	// FramebufferPageSize is the framebuffers' page size; 0 means
+	// vgpu.DefaultFramebufferPageSize.
 	FramebufferPageSize int
-	Seed                uint64
+	// Seed keys what the host generates.
+	Seed uint64
 }
 
 // VMSpec is VM i of a scenario, named "vm<i>": 16 MiB of guest memory, 1
@@ -34,22 +43,24 @@ type HostSpec struct {
 // around Workload.
 type VMSpec struct {
 	// Host is the index of the host it starts on.
-	Host    int
+	Host int
+	// Profile names its one vGPU's type, of the Spec's GPU model.
 	Profile string
 	// Workload runs inside the oracle's workload.
 	Workload WorkloadSpec
 	// OraclePagesPerSec is the oracle's own write rate.
 	OraclePagesPerSec int64
-	Seed              uint64
+	// Seed keys the VM's memory and the oracle's choice of pages.
+	Seed uint64
 	// Paused starts the VM paused.
 	Paused bool
 }
 
 // Scenario's sizes.
 const (
-	scenarioHostRAMBytes   = 4 << 30
-	scenarioVMRAMBytes     = 16 << 20
-	scenarioVMRAMFootprint = 1 << 20
+	scenarioHostRAMBytes        = 4 << 30
+	scenarioVMRAMBytes          = 16 << 20
+	scenarioVMRAMFootprintBytes = 1 << 20
 )
 
 // StepKind is what a Step does.
@@ -89,14 +100,24 @@ func (k StepKind) String() string {
 // Step is one step of a scenario; the fields its Kind does not name are
 // zero.
 type Step struct {
-	Kind      StepKind
-	Duration  time.Duration
-	VM, To    int
-	Config    migrate.Config
+	Kind StepKind
+	// Duration is how far StepAdvance advances.
+	Duration time.Duration
+	// VM is the index in Spec.VMs of the VM a migrate, write or
+	// pause-resume step acts on; To the index of the host a migration
+	// goes to.
+	VM, To int
+	// Config is a migration's configuration.
+	Config migrate.Config
+	// Migration is the index, among those started so far and modulo
+	// their number, of the migration an inject or cancel acts on.
 	Migration int
-	Fault     SimFault
-	Page      int
-	Value     byte
+	// Fault is what an inject injects.
+	Fault SimFault
+	// Page is the guest RAM page a write writes, within the guest OS
+	// footprint, and Value the byte it fills the page with.
+	Page  int
+	Value byte
 }
 
 // Scenario draws a scenario: 2 or 3 hosts of one GPU model with 1 or 2
@@ -109,7 +130,8 @@ func Scenario(t *rapid.T) *Spec {
 	// dropping whole elements.
 	s.Hosts = rapid.SliceOfN(HostSpecs(), 2, 3).Draw(t, "hosts")
 	s.VMs = rapid.SliceOfN(VMSpecs(s.GPU, len(s.Hosts)), 1, 3).Draw(t, "vms")
-	s.Steps = rapid.SliceOfN(steps(len(s.Hosts), len(s.VMs)), 1, 12).Draw(t, "steps")
+	s.Steps = rapid.SliceOfN(Steps(len(s.Hosts), len(s.VMs)), 1, 12).Draw(t, "steps")
+	s.HostWorkers = rapid.IntRange(0, 2).Draw(t, "hostWorkers")
 	return s
 }
 
@@ -141,9 +163,10 @@ func VMSpecs(gpu vgpu.GPUSpec, hosts int) *rapid.Generator[VMSpec] {
 	})
 }
 
-// steps draws a step for a scenario of the given size; migrations come
-// first, so that a failing run shrinks to migrating.
-func steps(hosts, vms int) *rapid.Generator[Step] {
+// Steps draws a step for a scenario of hosts hosts and vms VMs (both at
+// least 1); migrations come first, so that a failing run shrinks to
+// migrating.
+func Steps(hosts, vms int) *rapid.Generator[Step] {
 	return rapid.Custom(func(t *rapid.T) Step {
 		k := rapid.SampledFrom([]StepKind{StepMigrate, StepAdvance, StepEvent, StepInject, StepCancel, StepWrite, StepPauseResume}).Draw(t, "step")
 		st := Step{Kind: k}
@@ -161,7 +184,7 @@ func steps(hosts, vms int) *rapid.Generator[Step] {
 			st.Migration = rapid.IntRange(0, 3).Draw(t, "migration")
 		case StepWrite:
 			st.VM = rapid.IntRange(0, vms-1).Draw(t, "vm")
-			st.Page = rapid.IntRange(0, scenarioVMRAMFootprint/4096-1).Draw(t, "page")
+			st.Page = rapid.IntRange(0, scenarioVMRAMFootprintBytes/4096-1).Draw(t, "page")
 			st.Value = rapid.Byte().Draw(t, "value")
 		case StepPauseResume:
 			st.VM = rapid.IntRange(0, vms-1).Draw(t, "vm")
@@ -170,19 +193,65 @@ func steps(hosts, vms int) *rapid.Generator[Step] {
 	})
 }
 
+// Validate reports a Spec that NewWorld cannot build: no host, a host of
+// more GPUs than vgpu.MaxGPUs or a negative number (0 means one, as in
+// vgpu.HostConfig), a VM on a host the Spec
+// does not have, or a step that names one; the error wraps ErrInvalid.
+// A step that names a VM the Spec does not have does nothing, as one
+// naming a VM that was not placed.
+func (s *Spec) Validate() error {
+	if s == nil {
+		return fmt.Errorf("%w: a nil scenario", ErrInvalid)
+	}
+	if len(s.Hosts) == 0 {
+		return fmt.Errorf("%w: a scenario without hosts", ErrInvalid)
+	}
+	for i, h := range s.Hosts {
+		if h.GPUs < 0 || h.GPUs > vgpu.MaxGPUs {
+			return fmt.Errorf("%w: host%d with %d GPUs", ErrInvalid, i, h.GPUs)
+		}
+	}
+	model := s.GPU.Model
+	if model == "" {
+		model = vgpu.P40().Model
+	}
+	for i, v := range s.VMs {
+		if v.Host < 0 || v.Host >= len(s.Hosts) {
+			return fmt.Errorf("%w: vm%d on host%d of %d", ErrInvalid, i, v.Host, len(s.Hosts))
+		}
+		p, err := vgpu.ParseProfile(v.Profile)
+		if err != nil {
+			return fmt.Errorf("%w: vm%d: %w", ErrInvalid, i, err)
+		}
+		if p.GPUModel != model {
+			return fmt.Errorf("%w: vm%d: %s is not a type of the %s", ErrInvalid, i, p.Name, model)
+		}
+		if err := v.Workload.validate(); err != nil {
+			return fmt.Errorf("vm%d: %w", i, err)
+		}
+	}
+	for i, st := range s.Steps {
+		if st.Kind == StepMigrate && (st.To < 0 || st.To >= len(s.Hosts)) {
+			return fmt.Errorf("%w: step %d migrates to host%d of %d", ErrInvalid, i, st.To, len(s.Hosts))
+		}
+	}
+	return nil
+}
+
 // String prints the scenario, one line a host, a VM or a step.
 func (s *Spec) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "gpu %s\n", s.GPU.Model)
+	fmt.Fprintf(&b, "gpu %s host-workers=%d\n", cmp.Or(s.GPU.Model, "P40"), s.HostWorkers)
 	for i, h := range s.Hosts {
-		fmt.Fprintf(&b, "host%d gpus=%d fb-page=%d\n", i, h.GPUs, h.FramebufferPageSize)
+		fmt.Fprintf(&b, "host%d gpus=%d fb-page=%d seed=%#x\n", i, h.GPUs, h.FramebufferPageSize, h.Seed)
 	}
 	for i, v := range s.VMs {
 		w := v.Workload.Kind
 		if w == "" {
 			w = "none"
 		}
-		fmt.Fprintf(&b, "vm%d on host%d %s workload=%s oracle=%d/s paused=%t\n", i, v.Host, v.Profile, w, v.OraclePagesPerSec, v.Paused)
+		fmt.Fprintf(&b, "vm%d on host%d %s workload=%s workload-seed=%#x oracle=%d/s seed=%#x paused=%t\n",
+			i, v.Host, v.Profile, w, v.Workload.Seed, v.OraclePagesPerSec, v.Seed, v.Paused)
 	}
 	for _, st := range s.Steps {
 		b.WriteString(st.String())
@@ -198,8 +267,17 @@ func (st Step) String() string {
 		return fmt.Sprintf("advance %v", st.Duration)
 	case StepMigrate:
 		c := st.Config
-		return fmt.Sprintf("migrate vm%d to host%d mode=%v link=%s codec=%v rounds=%d target=%v on-nonconvergence=%v batch=%d",
-			st.VM, st.To, c.Mode, c.Link.Name, c.Codec, c.MaxRounds, c.StunTarget, c.OnNonConvergence, c.BatchBytes)
+		// Zero fields take the library's defaults, and say so.
+		def := func(v any, zero bool) any {
+			if zero {
+				return "default"
+			}
+			return v
+		}
+		return fmt.Sprintf("migrate vm%d to host%d mode=%v fidelity=%v link=%v codec=%v rounds=%v target=%v on-nonconvergence=%v batch=%v timeout=%v",
+			st.VM, st.To, def(c.Mode, c.Mode == 0), def(c.Fidelity, c.Fidelity == 0), def(c.Link.Name, c.Link.Name == ""), c.Codec,
+			def(c.MaxRounds, c.MaxRounds == 0), def(c.StunTarget, c.StunTarget == 0), def(c.OnNonConvergence, c.OnNonConvergence == 0),
+			def(c.BatchBytes, c.BatchBytes == 0), def(c.Timeout, c.Timeout == 0))
 	case StepInject:
 		return fmt.Sprintf("inject %v migration=%d whole-link=%t", st.Fault.Fault, st.Migration, st.Fault.Link)
 	case StepCancel:

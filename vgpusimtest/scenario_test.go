@@ -1,6 +1,7 @@
 package vgpusimtest_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -133,4 +134,54 @@ func setFlag(t *testing.T, name, value string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
+
+// TestSpecValidate: a hand-written Spec that names what it does not have
+// is refused by NewWorld with ErrInvalid, never a panic.
+func TestSpecValidate(t *testing.T) {
+	two := []vgpusimtest.HostSpec{{}, {}}
+	vm := []vgpusimtest.VMSpec{{Profile: "P40-1Q"}}
+	for _, tc := range []struct {
+		name string
+		spec vgpusimtest.Spec
+	}{
+		{"no hosts", vgpusimtest.Spec{}},
+		{"negative GPUs", vgpusimtest.Spec{Hosts: []vgpusimtest.HostSpec{{GPUs: -1}}}},
+		{"too many GPUs", vgpusimtest.Spec{Hosts: []vgpusimtest.HostSpec{{GPUs: 1000}}}},
+		{"VM on a missing host", vgpusimtest.Spec{Hosts: two, VMs: []vgpusimtest.VMSpec{{Host: 2, Profile: "P40-1Q"}}}},
+		{"VM on a negative host", vgpusimtest.Spec{Hosts: two, VMs: []vgpusimtest.VMSpec{{Host: -1, Profile: "P40-1Q"}}}},
+		{"migration to a missing host", vgpusimtest.Spec{Hosts: two, VMs: vm, Steps: []vgpusimtest.Step{{Kind: vgpusimtest.StepMigrate, To: 5}}}},
+		{"nil", vgpusimtest.Spec{}},
+		{"unknown type", vgpusimtest.Spec{Hosts: two, VMs: []vgpusimtest.VMSpec{{Profile: "P40-1q-typo"}}}},
+		{"type of another GPU", vgpusimtest.Spec{Hosts: two, VMs: []vgpusimtest.VMSpec{{Profile: "T4-1Q"}}}},
+		{"unknown workload", vgpusimtest.Spec{Hosts: two, VMs: []vgpusimtest.VMSpec{{Profile: "P40-1Q", Workload: vgpusimtest.WorkloadSpec{Kind: "Inference"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &tc.spec
+			if tc.name == "nil" {
+				spec = nil
+			}
+			if _, err := vgpusimtest.NewWorld(spec); !errors.Is(err, vgpusimtest.ErrInvalid) {
+				t.Fatalf("NewWorld: %v, want ErrInvalid", err)
+			}
+		})
+	}
+	w, err := vgpusimtest.NewWorld(&vgpusimtest.Spec{Hosts: two, VMs: vm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []vgpusimtest.Step{{Kind: vgpusimtest.StepMigrate, To: 9}, {Kind: 0}} {
+		if err := w.Do(st); !errors.Is(err, vgpusimtest.ErrInvalid) {
+			t.Errorf("Do(%v): %v, want ErrInvalid", st, err)
+		}
+	}
+	for _, st := range []vgpusimtest.Step{{Kind: vgpusimtest.StepMigrate, VM: 7, To: 1}, {Kind: vgpusimtest.StepCancel, Migration: -3},
+		{Kind: vgpusimtest.StepWrite, VM: -1}, {Kind: vgpusimtest.StepPauseResume, VM: 3}} {
+		if err := w.Do(st); err != nil {
+			t.Errorf("Do(%v) of what the world does not hold: %v, want nothing done", st, err)
+		}
+	}
+	if err := w.Check(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -24,7 +24,8 @@ type World struct {
 	Hosts  []*vgpu.Host
 	Oracle *Oracle
 	// IDs are the VMs of the Spec that were placed; a VM whose host had
-	// no room for it is left out, and steps that name it do nothing.
+	// no room for it is left out (its refusal is in Refusals), and steps
+	// that name it do nothing.
 	IDs []string
 	// Migrations are those the steps started, in order.
 	Migrations []*migrate.Migration
@@ -35,7 +36,10 @@ type World struct {
 	Refusals []string
 	// OnEvent, if set, sees every event the steps return, in order,
 	// before the checks: the place for the caller's own code that reacts
-	// to migrations, which the checks then hold to the invariants.
+	// to migrations, which the checks then hold to the invariants. Code
+	// that pauses or resumes a VM there must say so with SetRunState, as
+	// the steps do, since a failed migration must leave the VM as its
+	// owner last set it.
 	OnEvent func(w *World, ev migrate.Event) error
 
 	placed  map[int]string
@@ -46,6 +50,9 @@ type World struct {
 // NewWorld builds s: its hosts at one hour of simulated time, in a Sim,
 // its VMs created, started and, if they say so, paused.
 func NewWorld(s *Spec) (*World, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
 	w := &World{Spec: s, Oracle: NewOracle(), placed: map[int]string{},
 		runAs: map[string]vgpu.VMState{}, settled: map[*migrate.Migration]bool{}}
 	for i, hs := range s.Hosts {
@@ -63,7 +70,7 @@ func NewWorld(s *Spec) (*World, error) {
 		}
 		id := fmt.Sprintf("vm%d", i)
 		vm, err := w.Hosts[vs.Host].CreateVM(vgpu.VMSpec{ID: id, Seed: vs.Seed, RAMBytes: scenarioVMRAMBytes,
-			RAMFootprintBytes: scenarioVMRAMFootprint, Profiles: []string{vs.Profile},
+			RAMFootprintBytes: scenarioVMRAMFootprintBytes, Profiles: []string{vs.Profile},
 			Workload: w.Oracle.Workload(OracleConfig{PagesPerSec: vs.OraclePagesPerSec, Seed: vs.Seed, Inner: inner})})
 		if err != nil {
 			w.Refusals = append(w.Refusals, fmt.Sprintf("create %s: %v", id, err))
@@ -82,9 +89,15 @@ func NewWorld(s *Spec) (*World, error) {
 		w.IDs = append(w.IDs, id)
 	}
 	var err error
-	w.Sim, err = migrate.NewSim(migrate.SimConfig{}, w.Hosts...)
-	return w, err
+	if w.Sim, err = migrate.NewSim(migrate.SimConfig{HostWorkers: s.HostWorkers}, w.Hosts...); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
+
+// SetRunState records that the owner left VM id running or paused
+// (vgpu.VMRunning or vgpu.VMPaused), for the check of a failed migration.
+func (w *World) SetRunState(id string, s vgpu.VMState) { w.runAs[id] = s }
 
 // VM returns the live copy of VM i of the Spec: the one that holds its
 // workload, else the one live copy.
@@ -124,6 +137,9 @@ func (w *World) Do(st Step) error {
 			evs = []migrate.Event{ev}
 		}
 	case StepMigrate:
+		if st.To < 0 || st.To >= len(w.Hosts) {
+			return fmt.Errorf("%w: step %v: no host%d", ErrInvalid, st, st.To)
+		}
 		vm, ok := w.VM(st.VM)
 		if !ok {
 			return nil
@@ -138,7 +154,7 @@ func (w *World) Do(st Step) error {
 		if len(w.Migrations) == 0 {
 			return nil
 		}
-		m := w.Migrations[st.Migration%len(w.Migrations)]
+		m := w.Migrations[max(st.Migration, 0)%len(w.Migrations)]
 		var err error
 		switch {
 		case st.Kind == StepCancel:
@@ -180,7 +196,7 @@ func (w *World) Do(st Step) error {
 			w.runAs[vm.ID()] = vm.State()
 		}
 	default:
-		return fmt.Errorf("vgpusimtest: unknown step kind %v", st.Kind)
+		return fmt.Errorf("%w: unknown step kind %v", ErrInvalid, st.Kind)
 	}
 	if err != nil {
 		return err
@@ -231,12 +247,12 @@ func (w *World) Check() error {
 		if !m.Done() || w.settled[m] {
 			continue
 		}
-		w.settled[m] = true
 		rep := m.Report()
 		if err := CheckReport(rep); err != nil {
 			return err
 		}
 		if m.Err() == nil {
+			w.settled[m] = true
 			continue
 		}
 		src := w.Hosts[hostIndex(w.Hosts, rep.Source)]
@@ -246,8 +262,9 @@ func (w *World) Check() error {
 			if ok {
 				state = vm.State().String()
 			}
-			return broken("nothing lost", "migration of %s failed (%v) and its source holds %s, not the %v VM the steps left", rep.VM, m.Err(), state, w.runAs[rep.VM])
+			return broken("failed migration", "migration of %s failed (%v) and its source holds %s, not the %v VM the steps left", rep.VM, m.Err(), state, w.runAs[rep.VM])
 		}
+		w.settled[m] = true
 	}
 	return nil
 }

@@ -133,15 +133,21 @@ func parseFlags(p *params, profiles, mode, linkName string) error {
 		}
 		p.profiles = append(p.profiles, prof.Name)
 	}
-	switch strings.ToLower(mode) {
-	case "pre-copy", "precopy":
-		p.modes = []migrate.Mode{migrate.PreCopy}
-	case "legacy":
-		p.modes = []migrate.Mode{migrate.Legacy}
+	// "both" and "precopy", and any case, are the flag's own spellings,
+	// kept for the command lines written with them: package migrate
+	// parses only the names the modes print.
+	switch m := strings.ToLower(mode); m {
 	case "both":
 		p.modes = []migrate.Mode{migrate.Legacy, migrate.PreCopy}
 	default:
-		return fmt.Errorf("-mode %q: want pre-copy, legacy or both", mode)
+		if m == "precopy" {
+			m = migrate.PreCopy.String()
+		}
+		one, err := migrate.ParseMode(m)
+		if err != nil {
+			return fmt.Errorf("-mode %q: want pre-copy, legacy or both", mode)
+		}
+		p.modes = []migrate.Mode{one}
 	}
 	if p.workload != workloadCAD && p.workload != workloadInference {
 		return fmt.Errorf("-workload %q: want %s or %s", p.workload, workloadCAD, workloadInference)

@@ -28,12 +28,14 @@ func (p *params) set(profile, mode, codec string) error {
 		return err
 	}
 	p.profile = prof
-	switch strings.ToLower(mode) {
-	case "precopy", "pre-copy":
-		p.mode = migrate.PreCopy
-	case "legacy":
-		p.mode = migrate.Legacy
-	default:
+	// "precopy", the flag's default, and any case are the flag's own
+	// spellings, kept for the command lines written with them: package
+	// migrate parses only the names the modes print.
+	m := strings.ToLower(mode)
+	if m == "precopy" {
+		m = migrate.PreCopy.String()
+	}
+	if p.mode, err = migrate.ParseMode(m); err != nil {
 		return fmt.Errorf("-mode %q: want precopy or legacy", mode)
 	}
 	if p.codec, err = migrate.ParseCodec(strings.ToLower(codec)); err != nil {

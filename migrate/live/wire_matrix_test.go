@@ -21,10 +21,11 @@ import (
 // every message of the protocol, drops it, holds it past the timeout,
 // corrupts it, sends it twice, replaces it with the same message of
 // another migration under the same key, forges it without the key, or
-// cuts either end's connection after it. Every cell must end with one
-// copy of the VM and at most one running, no change of its run state or
-// throttle that an end did not report, and a typed error at each end
-// that failed.
+// cuts the line after it, next to the source or next to the destination:
+// both ends lose the connection, the one it is cut next to first. Every
+// cell must end with one copy of the VM and at most one running, no
+// change of its run state or throttle that an end did not report, and a
+// typed error at each end that failed.
 
 // mitmMessages are the protocol's messages in the order they cross the
 // wire; "stream" is the checkpoint stream's first record, its metadata.
@@ -55,12 +56,12 @@ func (a mitmAct) String() string {
 	return [...]string{"pass", "drop", "delay", "corrupt", "duplicate", "replay", "forge", "cut-source", "cut-destination"}[a]
 }
 
-// The man in the middle is the kit's Relay: between the source's end, a,
-// and the destination's, b, it frames what each writes as wireParser
+// The man in the middle is the kit's Relay: between the source's end, its
+// side a, and the destination's, its side b, it frames what each writes as wireParser
 // reads it and acts on the one message that is its target.
 const (
-	mitmSource = vgpusimtest.EndA
-	mitmDest   = vgpusimtest.EndB
+	mitmSource = vgpusimtest.SideA
+	mitmDest   = vgpusimtest.SideB
 )
 
 // mitm is the Rule of one migration's relay: it acts on one message.
@@ -80,8 +81,8 @@ type mitm struct {
 
 // mitmFramer frames what one end writes, unit by unit as wireParser
 // splits it, and names the units mitmMessages names. The source is the
-// relay's end a.
-func mitmFramer(from vgpusimtest.End) vgpusimtest.Framer {
+// relay's side a.
+func mitmFramer(from vgpusimtest.Side) vgpusimtest.Framer {
 	source := from == mitmSource
 	p := newWireParser(source)
 	messages := 0
@@ -189,9 +190,9 @@ const mitmOwnerThrottle = 0.25
 // mitmRun migrates a fresh small VM, running under its owner's throttle,
 // through m, and returns what both ends did. The destination refuses it,
 // if m's target is the refusal, for batches larger than it takes.
-func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu.VM, dst *vgpu.Host, res liveResult) {
+func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu.VM, src, dst *vgpu.Host, res liveResult) {
 	t.Helper()
-	src, dst := hostPair(t, memory.Sparse, 1)
+	src, dst = hostPair(t, memory.Sparse, 1)
 	vm = smallVM(t, src, "mitm")
 	must(t, vm.SetThrottle(mitmOwnerThrottle))
 	m.seen = map[string][]byte{}
@@ -207,7 +208,7 @@ func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu
 	if err := relay.Close(); err != nil {
 		t.Errorf("the man in the middle: %v", err)
 	}
-	return vm, dst, res
+	return vm, src, dst, res
 }
 
 // TestWireMatrix runs every message of the protocol through every action
@@ -221,12 +222,12 @@ func TestWireMatrix(t *testing.T) {
 	// replay (same key) and to forge the stream with (another key).
 	reference := func(key []byte) map[string][]byte {
 		m := &mitm{act: mitmPass}
-		_, _, res := mitmRun(t, m, key, timeout)
+		_, _, _, res := mitmRun(t, m, key, timeout)
 		if res.srcErr != nil || res.dstErr != nil {
 			t.Fatalf("a clean migration: source %v, destination %v", res.srcErr, res.dstErr)
 		}
 		refused := &mitm{target: "refuse", act: mitmPass}
-		if _, _, res := mitmRun(t, refused, key, timeout); !errors.Is(res.srcErr, migrate.ErrRefused) {
+		if _, _, _, res := mitmRun(t, refused, key, timeout); !errors.Is(res.srcErr, migrate.ErrRefused) {
 			t.Fatalf("a refused migration: source %v", res.srcErr)
 		}
 		m.seen["refuse"] = refused.seen["refuse"]
@@ -243,11 +244,11 @@ func TestWireMatrix(t *testing.T) {
 		for _, act := range mitmActs {
 			t.Run(fmt.Sprintf("%s/%v", name, act), func(t *testing.T) {
 				m := &mitm{target: name, act: act, hold: 2 * timeout, replay: replay, forged: forged}
-				vm, dst, res := mitmRun(t, m, mitmKey, timeout)
+				vm, src, dst, res := mitmRun(t, m, mitmKey, timeout)
 				if !m.hit {
 					t.Fatalf("%s never crossed", name)
 				}
-				mitmCheck(t, name, act, vm, dst, res)
+				mitmCheck(t, name, act, vm, src, dst, res)
 			})
 			cells++
 		}

@@ -27,10 +27,11 @@ func (w *world) cmdMigrate(a *args) (string, error) {
 	cfg.BatchBytes = int(a.size("batch", 0))
 	cfg.MetricsWindow = a.dur("metrics-window", 0)
 	cfg.EncodeWorkers = a.int("encode-workers", 0, 0, 1024)
-	mode := parsed(a, "mode", migrate.Mode(0), "precopy or legacy", parseMode)
-	cfg.Fidelity = parsed(a, "fidelity", migrate.Model, "model or bytes", parseFidelity)
+	mode := parsed(a, "mode", migrate.Mode(0), "pre-copy (or precopy) or legacy", named(migrate.ParseMode, modeAliases))
+	cfg.Fidelity = parsed(a, "fidelity", migrate.Model, "model or bytes", named(migrate.ParseFidelity, nil))
 	cfg.Codec = parsed(a, "codec", migrate.CodecZstd, "zstd, none, s2 or auto", migrate.ParseCodec)
-	cfg.OnNonConvergence = parsed(a, "on-nonconvergence", migrate.NonConvergence(0), "throttle, switch or abort", parseNonConvergence)
+	cfg.OnNonConvergence = parsed(a, "on-nonconvergence", migrate.NonConvergence(0),
+		"throttle, switch-over-anyway (or switch) or abort", named(migrate.ParseNonConvergence, nonConvergenceAliases))
 	if a.err != nil {
 		return "", a.err
 	}
@@ -78,46 +79,13 @@ func (w *world) cmdMigrate(a *args) (string, error) {
 		strings.Join(route, " > "), r.Mode, r.Fidelity), nil
 }
 
-func parseMode(s string) (migrate.Mode, error) {
-	switch strings.ToLower(s) {
-	case "precopy", "pre-copy":
-		return migrate.PreCopy, nil
-	case "legacy":
-		return migrate.Legacy, nil
-	}
-	return 0, errBadValue
-}
-
-func parseFidelity(s string) (migrate.Fidelity, error) {
-	switch strings.ToLower(s) {
-	case "model":
-		return migrate.Model, nil
-	case "bytes":
-		return migrate.Bytes, nil
-	}
-	return 0, errBadValue
-}
-
-func parseNonConvergence(s string) (migrate.NonConvergence, error) {
-	switch strings.ToLower(s) {
-	case "throttle":
-		return migrate.Throttle, nil
-	case "switch", "switch-anyway":
-		return migrate.SwitchAnyway, nil
-	case "abort":
-		return migrate.Abort, nil
-	}
-	return 0, errBadValue
-}
-
-func parseFault(s string) (migrate.Fault, error) {
-	for _, f := range migrate.Faults() {
-		if f.String() == strings.ToLower(s) {
-			return f, nil
-		}
-	}
-	return 0, errBadValue
-}
+// The names a script writes beyond those package migrate parses: short
+// forms the language has always taken, kept so that its scripts still
+// run.
+var (
+	modeAliases           = map[string]string{"precopy": migrate.PreCopy.String()}
+	nonConvergenceAliases = map[string]string{"switch": migrate.SwitchAnyway.String()}
+)
 
 // cmdCancel gives a migration up, as its source's operator would.
 func (w *world) cmdCancel(a *args) (string, error) {
@@ -142,7 +110,7 @@ func (w *world) cmdCancel(a *args) (string, error) {
 // (migration=, any fault, Migration.Inject).
 func (w *world) cmdInject(a *args) (string, error) {
 	a.need("fault")
-	f := parsed(a, "fault", migrate.Fault(0), faultNames(), parseFault)
+	f := parsed(a, "fault", migrate.Fault(0), faultNames(), named(migrate.ParseFault, nil))
 	link, label := a.str("link", ""), a.str("migration", "")
 	if a.err == nil && (link == "") == (label == "") {
 		a.fail(fmt.Errorf("%w: inject needs one of link= and migration=", errMissingKey))

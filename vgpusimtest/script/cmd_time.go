@@ -1,6 +1,7 @@
 package script
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,10 +58,14 @@ func (w *world) cmdRun(a *args) (string, error) {
 		return "", err
 	}
 	// Migration.Run returns the migration's failure as its error; the
-	// output says it, as for every other migration that ends.
-	_, _ = m.m.Run()
+	// output says it, as for every other migration that ends. Any other
+	// error is the Sim's or a host's, and is the command's.
+	_, err = m.m.Run()
+	if errors.Is(err, m.m.Err()) {
+		err = nil
+	}
 	evs = m.m.Events()[m.seen:]
-	return w.moved(evs, done, events), nil
+	return w.moved(evs, done, events), err
 }
 
 // running returns the migrations under way, to tell afterwards which
@@ -109,7 +114,7 @@ func endLine(m *migration) string {
 func (w *world) cmdStep(a *args) (string, error) {
 	n := a.int("n", 1, 1, maxSteps)
 	label := a.str("migration", "")
-	until := parsed(a, "until", migrate.Phase(0), "a phase", parsePhase)
+	until := parsed(a, "until", migrate.Phase(0), "one of "+phaseNames(), named(migrate.ParsePhase, nil))
 	rnd := a.int("round", -1, 0, 1<<20)
 	quiet := a.flag("quiet")
 	if a.err == nil && (a.has("until") || a.has("round")) && label == "" {

@@ -10,8 +10,11 @@
 //	}
 //
 // Run runs one file; RunDir runs every *.txt file under a directory, each
-// as a subtest. The simulator is deterministic, so a script prints the
-// same output on every machine.
+// as a subtest. Run takes a TB, the little of a test it reports to, so
+// that a benchmark (*testing.B) or another runner can run a script;
+// RunDir takes a *testing.T, since its subtests are t.Run's. The
+// simulator is deterministic, so a script prints the same output on every
+// machine.
 //
 // # Rewriting
 //
@@ -22,8 +25,11 @@
 //
 //	go test -run TestScripts ./mypkg -vgpusimtest.rewrite
 //
-// The flag is defined only in test binaries that import the package; the
-// variable also works for a go test over packages that do not.
+// Importing the package registers the flag on the global FlagSet
+// (flag.CommandLine) of any binary that imports it, test binary or
+// command, where its flag.Parse accepts and lists it. A test binary of a
+// package that does not import it refuses the flag, so for a go test over
+// several packages set the variable instead.
 //
 // # The format
 //
@@ -48,7 +54,8 @@
 // script asserts refusals; a name the world does not hold (a VM, host,
 // link or migration) is such an error too. A script that is wrong — an
 // unknown command or key, a key twice, a value that does not parse, a
-// missing key, a malformed file — fails the test at its file and line,
+// missing key, a sim too late, a malformed file — fails the test at its
+// file and line,
 // and so does a panic; the rest of the file is not run, since nothing
 // after it means what it says. A mismatch is reported with the file, the
 // line, the command, the expected and the actual output, and the script
@@ -63,10 +70,12 @@
 // # Commands
 //
 // sim [max-per-host=N] [host-workers=N] configures the Sim
-// (migrate.SimConfig); it must come first, before any command that makes
-// the Sim (host, advance, step, run). Without it the first of those makes
-// a Sim with the defaults. reset forgets the world: a script may hold
-// several, one after another.
+// (migrate.SimConfig); it must come first, or first after reset, before
+// any command that makes the Sim (host, capacity, rates, advance, step,
+// run), and once. Without it the first of those makes a Sim with the
+// defaults; a sim after it is a mistake in the script, as the Sim already
+// runs under another configuration. reset forgets the world: a script may
+// hold several, one after another.
 //
 // host name=H [gpus=N] [gpu=P40|V100|V100D|T4|A100] [memory=synthetic|sparse]
 // [ram=SIZE] [fb-page=SIZE] [ram-page=SIZE] [seed=N] [placement=breadth|depth]
@@ -99,25 +108,33 @@
 // under the migrations on it (Sim.SetLinkCapacity).
 //
 // migrate vm=ID to=H [label=L] [link=L] [via=(L2, L3)] [preset=NAME]
-// [mode=precopy|legacy] [fidelity=model|bytes] [codec=zstd|none|s2|auto]
+// [mode=pre-copy|legacy] [fidelity=model|bytes] [codec=zstd|none|s2|auto]
 // [stun-target=D] [stun-limit=D] [max-rounds=N]
-// [on-nonconvergence=throttle|switch|abort] [timeout=D] [batch=SIZE]
-// [metrics-window=D] [encode-workers=N] starts a migration (Sim.Start)
-// and prints its label: m1, m2, ... in start order unless label= names it.
-// A preset (migrate.PresetByName) sets the mode and the stun costs; mode=
-// overrides its mode. The link is 10g unless given.
+// [on-nonconvergence=throttle|switch-over-anyway|abort] [timeout=D]
+// [batch=SIZE] [metrics-window=D] [encode-workers=N] starts a migration
+// (Sim.Start) and prints its label: m1, m2, ... in start order unless
+// label= names it. A preset (migrate.PresetByName) sets the mode and the
+// stun costs; mode= overrides its mode. The link is 10g unless given.
+//
+// A name of package migrate's (a mode, fidelity, codec, choice on
+// non-convergence, fault or phase) is written as its String prints it,
+// case and all, a space written as a hyphen: final-RAM, switch-over-anyway.
+// mode=precopy and on-nonconvergence=switch are short forms the language
+// keeps.
 //
 // advance by=D or advance to=T moves simulated time (Sim.Advance,
 // Sim.AdvanceTo); run runs every migration to its end (Sim.Run), and run
 // migration=L one (Migration.Run). They print each migration that ended,
-// how, and the time now; with events, every event first.
+// how, and the time now; with events, every event first. A migration's
+// own failure is such an end; an error of the Sim or a host that stopped
+// the run is printed after it as "error: ".
 //
 // step [n=N] [migration=L] [quiet] takes N events (1 unless given), of any
 // migration (Sim.Step) or of one (Migration.Step), printing each;
 // step migration=L until=PHASE [round=N] takes that migration's events
-// until it is in PHASE (phases as migrate.Phase prints them, spaces
-// written as hyphens: pre-copy, final-framebuffer) and, with round=, in
-// that pre-copy round. quiet prints only where the migration is and when.
+// until it is in PHASE (pre-copy, final-framebuffer, device-state, ...)
+// and, with round=, in that pre-copy round. quiet prints only where the
+// migration is and when.
 //
 // inject fault=link-down|link-stall link=L injects a fault into every
 // migration on a link (Sim.FailLink); inject fault=F migration=L into one
@@ -134,8 +151,13 @@
 // state prints which host holds which VM in which state, and the
 // migrations under way; hosts prints each host's free memory and what each
 // GPU holds; rates link=L each migration's share of a link now
-// (Sim.LinkRates). check checks the invariants that hold at every instant:
-// no VM the script made is lost or runs twice, one that no migration holds
-// is on one host, and a host that holds no VM holds no memory, vGPU or
-// window of one; it prints ok or each violation.
+// (Sim.LinkRates). check checks the invariants that hold at every
+// instant, the test kit's (package vgpusimtest) and the script's own: no
+// VM the script made is lost or runs twice (CheckOneOwner); every
+// framebuffer page outside a window reads as zero (CheckScrubbed); no GPU
+// scheduler granted more time than passed or finished more jobs than it
+// was given (CheckScheduler); the report of every migration that ended
+// adds up (CheckReport); a VM that
+// no migration holds is on one host; and a host that holds no VM holds no
+// memory, vGPU or window of one. It prints ok or each violation.
 package script

@@ -19,6 +19,11 @@ var (
 	errBadValue = errors.New("script: bad value")
 	// errMissingKey reports a key the command needs and was not given.
 	errMissingKey = errors.New("script: missing key")
+	// errOrder reports a command that comes too late: sim after a command
+	// that made the Sim. The Sim it would configure is already running
+	// under another configuration, so nothing after it means what it
+	// says.
+	errOrder = errors.New("script: out of order")
 	// errMismatch reports a command whose output differs from the
 	// expected output.
 	errMismatch = errors.New("script: output mismatch")
@@ -33,9 +38,6 @@ var errNotFound = errors.New("script: not found")
 var (
 	// errExists reports a host, VM, link or label made twice.
 	errExists = errors.New("script: already exists")
-	// errOrder reports a command that comes too late: sim after the
-	// first host.
-	errOrder = errors.New("script: out of order")
 	// errNotReached reports a step until= whose migration ended, or took
 	// too many events, before the phase.
 	errNotReached = errors.New("script: phase not reached")
@@ -46,7 +48,7 @@ var (
 
 // isScriptError reports whether err means the script itself is wrong.
 func isScriptError(err error) bool {
-	for _, s := range []error{errSyntax, errUnknownCommand, errUnknownKey, errBadValue, errMissingKey} {
+	for _, s := range []error{errSyntax, errUnknownCommand, errUnknownKey, errBadValue, errMissingKey, errOrder} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -24,9 +24,12 @@ const rewriteEnv = "VGPUSIM_REWRITE"
 // rewriting reports whether scripts are rewritten rather than checked.
 func rewriting() bool { return *rewriteFlag || os.Getenv(rewriteEnv) == "1" }
 
-// tb is what the runner needs of a test: a *testing.T, or a recorder in
-// the runner's own tests.
-type tb interface {
+// TB is what Run needs of a test: *testing.T and *testing.B have it, as
+// does any testing.TB, and so may another runner's own recorder. Errorf
+// reports a mismatch and lets the script run on; Fatalf reports a script
+// that cannot run on, and the runner returns after it whether or not it
+// stops the goroutine, as a recorder's does not.
+type TB interface {
 	Helper()
 	Errorf(format string, args ...any)
 	Fatalf(format string, args ...any)
@@ -37,23 +40,26 @@ type tb interface {
 // reported with the file, the line and the command, the expected and the
 // actual output; the script runs on, so that one report shows every
 // difference. With -vgpusimtest.rewrite (or VGPUSIM_REWRITE=1) the file
-// is rewritten with the actual outputs instead.
-func Run(t *testing.T, path string) {
+// is rewritten with the actual outputs instead. It takes a TB, not a
+// *testing.T, so that a benchmark or another runner can run a script.
+func Run(t TB, path string) {
 	t.Helper()
 	runFile(t, path, rewriting())
 }
 
 // RunDir runs every script (*.txt) under dir, in lexical order, each as a
 // subtest named by its path below dir. A dir that holds none fails the
-// test, as a misspelt directory would pass silently otherwise.
+// test, as a misspelt directory would pass silently otherwise. It takes a
+// *testing.T, not a TB, because the subtests are t.Run's; a runner
+// without subtests calls Run for each file.
 func RunDir(t *testing.T, dir string) {
 	t.Helper()
 	runDir(t, dir)
 }
 
-// dirTB is what RunDir needs of a test: a tb that runs subtests.
+// dirTB is what RunDir needs of a test: a TB that runs subtests.
 type dirTB interface {
-	tb
+	TB
 	Run(name string, f func(t *testing.T)) bool
 }
 
@@ -92,7 +98,7 @@ func scripts(dir string) ([]string, error) {
 
 // runFile runs one script, reporting to t; with rewrite it writes the
 // actual outputs back to the file, even where they match.
-func runFile(t tb, path string, rewrite bool) {
+func runFile(t TB, path string, rewrite bool) {
 	t.Helper()
 	text, err := os.ReadFile(path)
 	if err != nil {

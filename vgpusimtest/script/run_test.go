@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// recorder is a tb that keeps what the runner reports, so that a test can
+// recorder is a TB that keeps what the runner reports, so that a test can
 // check a failure the runner must report without failing itself.
 type recorder struct {
 	errs, fatals, ran []string
@@ -101,6 +101,26 @@ func TestRunPasses(t *testing.T) {
 	}
 }
 
+// TestRunTakesTB: Run reports to any TB, not only a *testing.T, so that
+// another runner sees the failures.
+func TestRunTakesTB(t *testing.T) {
+	if rewriting() {
+		t.Skip("rewriting: Run would not compare")
+	}
+	var r recorder
+	Run(&r, writeScript(t, strings.Replace(goodScript, "h1: a running", "h1: a paused", 1)))
+	if len(r.fatals) != 0 || len(r.errs) != 1 || !strings.Contains(r.errs[0], errMismatch.Error()) {
+		t.Fatalf("errors %q, fatals %q; want one mismatch", r.errs, r.fatals)
+	}
+}
+
+// BenchmarkRun runs a script as a benchmark: Run takes a *testing.B.
+func BenchmarkRun(b *testing.B) {
+	for b.Loop() {
+		Run(b, "testdata/scripts/basic.txt")
+	}
+}
+
 // TestMismatch: a wrong output is reported with the file and line, the
 // command, what was expected and what came, and the script runs on.
 func TestMismatch(t *testing.T) {
@@ -140,6 +160,11 @@ func TestScriptErrors(t *testing.T) {
 		{"neither by nor to", "advance\n----\n", errMissingKey, 1},
 		{"key of another kind", "host name=h\n----\nh: 1 x P40, 768 GiB RAM, synthetic memory\n\nvm id=a host=h profile=P40-1Q\n----\na on h: P40-1Q on gpu 0 slot 0, running\n\nworkload vm=a kind=desktop fps=60\n----\n", errUnknownKey, 9},
 		{"bad phase", "step migration=m1 until=lunch\n----\n", errBadValue, 1},
+		{"phase in another case", "step migration=m1 until=Pre-Copy\n----\n", errBadValue, 1},
+		{"bad mode", "migrate vm=a to=h1 mode=postcopy\n----\n", errBadValue, 1},
+		{"sim after host", "host name=h1\n----\nh1: 1 x P40, 768 GiB RAM, synthetic memory\n\nsim max-per-host=2\n----\nok\n", errOrder, 5},
+		{"sim after capacity", "capacity link=10g rate=1Gbit\n----\n\nsim\n----\nok\n", errOrder, 4},
+		{"sim after rates", "rates link=10g\n----\n\nsim\n----\nok\n", errOrder, 4},
 		{"separator alone", "----\nfoo\n", errSyntax, 1},
 		{"unclosed block", "state\n----\n----\nempty\n", errSyntax, 1},
 		{"unbalanced", "host name=(h1\n----\n", errSyntax, 1},

@@ -177,18 +177,33 @@ func round(m *migrate.Migration) int {
 	return -1
 }
 
-// parsePhase reads a phase by its name, spaces written as hyphens or not.
-func parsePhase(s string) (migrate.Phase, error) {
-	for _, p := range migrate.Phases() {
-		if strings.EqualFold(strings.ReplaceAll(p.String(), " ", "-"), strings.ReplaceAll(s, " ", "-")) {
-			return p, nil
+// named reads a name of package migrate as a script writes it: an alias
+// of the language's, or the name the value's String prints, a space in it
+// written as a hyphen, since a value holds no space unquoted (final-RAM
+// for "final RAM"). The rule of which names there are stays with
+// migrate's parser.
+func named[T any](parse func(string) (T, error), aliases map[string]string) func(string) (T, error) {
+	return func(s string) (T, error) {
+		if name, ok := aliases[s]; ok {
+			s = name
 		}
+		v, err := parse(s)
+		if err != nil {
+			if v, err := parse(strings.ReplaceAll(s, "-", " ")); err == nil {
+				return v, nil
+			}
+		}
+		return v, err
 	}
+}
+
+// phaseNames lists the phases as a script writes them.
+func phaseNames() string {
 	var names []string
 	for _, p := range migrate.Phases() {
 		names = append(names, strings.ReplaceAll(p.String(), " ", "-"))
 	}
-	return 0, fmt.Errorf("%w: unknown phase %q (%s)", errBadValue, s, strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
 // dur prints a duration at a microsecond's resolution: stable, and finer

@@ -1,9 +1,12 @@
 package script
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/vgpusim/vgpusim/migrate"
 )
 
 // execAll runs a script's commands in a new world and returns their
@@ -87,5 +90,41 @@ func TestDeterministic(t *testing.T) {
 	a, b := execAll(t, string(text)), execAll(t, string(text))
 	if strings.Join(a, "") != strings.Join(b, "") {
 		t.Fatalf("two runs differ:\n%s\n---\n%s", strings.Join(a, ""), strings.Join(b, ""))
+	}
+}
+
+// TestNamed: a script names migrate's values as their String prints them,
+// a hyphen for each space, or by the language's aliases; nothing else.
+func TestNamed(t *testing.T) {
+	mode := named(migrate.ParseMode, modeAliases)
+	nc := named(migrate.ParseNonConvergence, nonConvergenceAliases)
+	phase := named(migrate.ParsePhase, nil)
+	for _, c := range []struct {
+		got  func() (any, error)
+		want any
+	}{
+		{func() (any, error) { return mode("pre-copy") }, migrate.PreCopy},
+		{func() (any, error) { return mode("precopy") }, migrate.PreCopy},
+		{func() (any, error) { return mode("legacy") }, migrate.Legacy},
+		{func() (any, error) { return nc("switch") }, migrate.SwitchAnyway},
+		{func() (any, error) { return nc("switch-over-anyway") }, migrate.SwitchAnyway},
+		{func() (any, error) { return nc("abort") }, migrate.Abort},
+		{func() (any, error) { return phase("pre-copy") }, migrate.PhasePreCopy},
+		{func() (any, error) { return phase("final-RAM") }, migrate.PhaseFinalRAM},
+		{func() (any, error) { return phase("final-framebuffer") }, migrate.PhaseFinalFramebuffer},
+	} {
+		if got, err := c.got(); err != nil || got != c.want {
+			t.Errorf("got %v, %v; want %v", got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "Legacy", "pre copy", "precopy-"} {
+		if _, err := mode(bad); !errors.Is(err, migrate.ErrConfig) {
+			t.Errorf("mode %q: %v, want an error wrapping migrate.ErrConfig", bad, err)
+		}
+	}
+	for _, bad := range []string{"final-ram", "switch", "setup-"} {
+		if _, err := phase(bad); !errors.Is(err, migrate.ErrConfig) {
+			t.Errorf("phase %q: %v, want an error wrapping migrate.ErrConfig", bad, err)
+		}
 	}
 }
