@@ -88,15 +88,22 @@ func fitLineBy(points []StunPoint, x func(StunPoint) float64) (fixed, perUnit ti
 // through the six published figures, rounded to the millisecond.
 func TestLegacyFitIsPublished(t *testing.T) {
 	fixed, perGiB := fitLine(PublishedStun())
-	if d := fixed - PublishedFitFixedStun; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("fit's fixed stun %v, constant %v", fixed, PublishedFitFixedStun)
+	checkFitConstants(t, "Legacy67U1Costs", fixed, perGiB, PublishedFitFixedStun, PublishedFitStunPerGiB, Legacy67U1Costs())
+}
+
+// checkFitConstants fails t unless a fit's fixed stun and slope are the
+// constants written for them, to the millisecond, and the costs' fixed
+// parts add up to the fixed stun.
+func checkFitConstants(t *testing.T, costsName string, fixed, slope, wantFixed, wantSlope time.Duration, c StunCosts) {
+	t.Helper()
+	if d := fixed - wantFixed; d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("fit's fixed stun %v, constant %v", fixed, wantFixed)
 	}
-	if d := perGiB - PublishedFitStunPerGiB; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("fit's stun per GiB %v, constant %v", perGiB, PublishedFitStunPerGiB)
+	if d := slope - wantSlope; d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("fit's slope %v, constant %v", slope, wantSlope)
 	}
-	c := Legacy67U1Costs()
-	if c.Quiesce+c.DeviceCheckpoint+c.Resume != PublishedFitFixedStun {
-		t.Errorf("Legacy67U1Costs' fixed costs %v, the fit's %v", c.Quiesce+c.DeviceCheckpoint+c.Resume, PublishedFitFixedStun)
+	if c.Quiesce+c.DeviceCheckpoint+c.Resume != wantFixed {
+		t.Errorf("%s' fixed costs %v, the fit's %v", costsName, c.Quiesce+c.DeviceCheckpoint+c.Resume, wantFixed)
 	}
 }
 

@@ -42,16 +42,7 @@ func TestVSphere70FitIsPublished(t *testing.T) {
 		_, x := usableGiB(t, tb.GPUModel, p.UsedGiB)
 		return x
 	})
-	if d := fixed - VSphere70FitFixedStun; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("fit's fixed stun %v, constant %v", fixed, VSphere70FitFixedStun)
-	}
-	if d := perGiB - VSphere70FitStunPerUsableGiB; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("fit's stun per usable GiB %v, constant %v", perGiB, VSphere70FitStunPerUsableGiB)
-	}
-	c := VSphere70Costs()
-	if c.Quiesce+c.DeviceCheckpoint+c.Resume != VSphere70FitFixedStun {
-		t.Errorf("VSphere70Costs' fixed costs %v, the fit's %v", c.Quiesce+c.DeviceCheckpoint+c.Resume, VSphere70FitFixedStun)
-	}
+	checkFitConstants(t, "VSphere70Costs", fixed, perGiB, VSphere70FitFixedStun, VSphere70FitStunPerUsableGiB, VSphere70Costs())
 }
 
 // TestPresetsReproducePublished: the vsphere-7.0 preset, on a V100 PCIe

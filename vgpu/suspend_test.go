@@ -69,13 +69,7 @@ func TestSuspendResumeLater(t *testing.T) {
 	c := stateCases()[0]
 	src, vm := busyStateVM(t, c, "source")
 	th, twin := busyStateVM(t, c, "twin")
-	var file bytes.Buffer
-	must(t, vm.Suspend(&file, SuspendOptions{}))
-	const gap = 3*time.Second + 17
-	dst := newHost(t, stateHostConfig("destination"))
-	advance(t, dst, src.Now()+gap)
-	resumed, err := dst.Resume(&file, ResumeOptions{})
-	must(t, err)
+	dst, resumed := suspendResumeLater(t, src, vm)
 	if resumed.State() != VMPaused {
 		t.Fatalf("a VM suspended paused resumes %v", resumed.State())
 	}
@@ -85,7 +79,7 @@ func TestSuspendResumeLater(t *testing.T) {
 	advance(t, th, time.Second)
 	advance(t, dst, time.Second)
 	a := twin.Workload().Metrics(from, th.Now())
-	b := resumed.Workload().Metrics(from+gap, dst.Now())
+	b := resumed.Workload().Metrics(from+resumeLaterGap, dst.Now())
 	if a.Completed == 0 || a.Completed != b.Completed || a.Dropped != b.Dropped || a.LatencyP99 != b.LatencyP99 || a.BusyTime != b.BusyTime {
 		t.Errorf("the next second:\n twin    %+v\n resumed %+v", a, b)
 	}
@@ -333,4 +327,23 @@ func TestSuspendNeedsState(t *testing.T) {
 	if vm.State() != VMRunning || vm.Changes() != changes {
 		t.Errorf("VM %v, %d changes, before %d", vm.State(), vm.Changes(), changes)
 	}
+}
+
+// resumeLaterGap is how far ahead of the source's clock
+// suspendResumeLater's host is: 3 s and 17 ns, so that nothing lines up
+// by chance.
+const resumeLaterGap = 3*time.Second + 17
+
+// suspendResumeLater suspends vm to a file and resumes it on a new host
+// whose clock is resumeLaterGap ahead of src's, returning that host and
+// the resumed VM.
+func suspendResumeLater(t *testing.T, src *Host, vm *VM) (*Host, *VM) {
+	t.Helper()
+	var file bytes.Buffer
+	must(t, vm.Suspend(&file, SuspendOptions{}))
+	dst := newHost(t, stateHostConfig("destination"))
+	advance(t, dst, src.Now()+resumeLaterGap)
+	resumed, err := dst.Resume(&file, ResumeOptions{})
+	must(t, err)
+	return dst, resumed
 }

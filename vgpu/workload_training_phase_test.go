@@ -274,13 +274,7 @@ func TestTrainingSuspendMidDataLoad(t *testing.T) {
 	if left := vm.Workload().(*Training).loadLeft; left <= 0 {
 		t.Fatalf("paused with %v of the phase left", left)
 	}
-	var file bytes.Buffer
-	must(t, vm.Suspend(&file, SuspendOptions{}))
-	const gap = 3*time.Second + 17
-	dst := newHost(t, stateHostConfig("destination"))
-	advance(t, dst, src.Now()+gap)
-	resumed, err := dst.Resume(&file, ResumeOptions{})
-	must(t, err)
+	dst, resumed := suspendResumeLater(t, src, vm)
 	// Both stay paused a while: what is left of the phase then runs.
 	advance(t, th, 500*time.Millisecond)
 	advance(t, dst, 500*time.Millisecond)
@@ -290,7 +284,7 @@ func TestTrainingSuspendMidDataLoad(t *testing.T) {
 	advance(t, th, time.Second)
 	advance(t, dst, time.Second)
 	a := twin.Workload().Metrics(from, th.Now())
-	b := resumed.Workload().Metrics(from+gap, dst.Now())
+	b := resumed.Workload().Metrics(from+resumeLaterGap, dst.Now())
 	a.From, a.To, b.From, b.To = 0, 0, 0, 0
 	if a.Completed == 0 || a != b {
 		t.Errorf("the next second:\n twin    %+v\n resumed %+v", a, b)

@@ -2,10 +2,13 @@ package vgpusimtest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Relay is a man in the middle between two connections, a and b: it
@@ -32,9 +35,7 @@ type Relay struct {
 	cut     chan struct{} // closed once either connection is: ends a Delay
 	cutOnce sync.Once
 	done    chan struct{}
-
-	mu  sync.Mutex
-	err error
+	err     error // written before done is closed, read after
 }
 
 // NewRelay starts relaying between a and b as the plan says. The relay
@@ -54,16 +55,14 @@ func NewRelay(a, b net.Conn, p RelayPlan) *Relay {
 	if p.Rule != nil && framers[0] == nil && framers[1] == nil {
 		return r.refuse(fmt.Errorf("%w: a relay plan with a Rule but no Framer: the Rule would see no message", ErrInvalid))
 	}
-	var wg sync.WaitGroup
+	// The two directions are a group: Wait returns the first error
+	// either met, once both have ended.
+	var g errgroup.Group
 	for i, from := range []Side{SideA, SideB} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.carry(from, framers[i])
-		}()
+		g.Go(func() error { return r.carry(from, framers[i]) })
 	}
 	go func() {
-		wg.Wait()
+		r.err = g.Wait()
 		close(r.done)
 	}()
 	return r
@@ -82,11 +81,10 @@ func NewRelayPipe(p RelayPlan) (a, b net.Conn, r *Relay) {
 // Wait blocks until both directions have ended and returns what went
 // wrong in the relay itself, if anything: a Framer's error, wrapping
 // ErrFraming, or an Action that could not be carried out, wrapping
-// ErrInvalid or ErrOutOfRange. It is the first such error; nil if none.
+// ErrInvalid or ErrOutOfRange. Of the two directions', it is the error
+// of the first to end with one; nil if none.
 func (r *Relay) Wait() error {
 	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	return r.err
 }
 
@@ -100,7 +98,7 @@ func (r *Relay) Close() error {
 // refuse ends r before it starts, for err: it closes what connections it
 // has, since it owns them, and relays nothing.
 func (r *Relay) refuse(err error) *Relay {
-	r.fail(err)
+	r.err = err
 	r.closeEnds(SideA | SideB)
 	close(r.done)
 	return r
@@ -129,19 +127,12 @@ func (r *Relay) closeEnds(e Side) {
 	r.cutOnce.Do(func() { close(r.cut) })
 }
 
-// fail keeps err, if it is the first.
-func (r *Relay) fail(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err == nil {
-		r.err = err
-	}
-}
-
 // carry relays what comes from side from to the other side, message by
 // message as frame splits it (unframed if frame is nil), until the
-// connection from it ends or is cut.
-func (r *Relay) carry(from Side, frame Framer) {
+// connection from it ends or is cut. It returns the first error the
+// direction met: a Framer's, after which it went on unframed, or an
+// Action's, which ended it.
+func (r *Relay) carry(from Side, frame Framer) (err error) {
 	src, dst := r.conn(from), r.conn(from.other())
 	defer r.closeEnds(from.other())
 	buf := make([]byte, 32<<10)
@@ -158,7 +149,7 @@ func (r *Relay) carry(from Side, frame Framer) {
 					ferr = fmt.Errorf("a length of %d", want)
 				}
 				if ferr != nil {
-					r.fail(fmt.Errorf("%w: message %d from %v: %w", ErrFraming, index, from, ferr))
+					err = fmt.Errorf("%w: message %d from %v: %w", ErrFraming, index, from, ferr)
 					frame, want = nil, 0
 					break
 				}
@@ -171,8 +162,8 @@ func (r *Relay) carry(from Side, frame Framer) {
 			}
 			m := pending[:want:want]
 			pending, want = pending[want:], 0
-			if !r.act(Message{From: from, Index: index, Name: name, Data: m}, dst) {
-				return
+			if goOn, aerr := r.act(Message{From: from, Index: index, Name: name, Data: m}, dst); !goOn {
+				return cmp.Or(err, aerr)
 			}
 			index++
 		}
@@ -181,23 +172,23 @@ func (r *Relay) carry(from Side, frame Framer) {
 			pending = pending[:0]
 		}
 		if rerr != nil {
-			return
+			return err
 		}
 	}
 }
 
 // act carries out the Rule's action on message m, which goes to dst, and
-// reports whether the direction goes on.
-func (r *Relay) act(m Message, dst net.Conn) bool {
+// reports whether the direction goes on and, if the action could not be
+// carried out, why.
+func (r *Relay) act(m Message, dst net.Conn) (bool, error) {
 	a := r.decide(m)
 	out, err := a.payload(m.Data)
 	if err != nil {
-		r.fail(fmt.Errorf("message %d from %v: %w", m.Index, m.From, err))
 		r.closeEnds(SideA | SideB)
-		return false
+		return false, fmt.Errorf("message %d from %v: %w", m.Index, m.From, err)
 	}
 	if a.Delay > 0 && !r.sleep(a.Delay) {
-		return false
+		return false, nil
 	}
 	if !a.Drop {
 		for range a.Repeat + 1 {
@@ -207,7 +198,7 @@ func (r *Relay) act(m Message, dst net.Conn) bool {
 		}
 	}
 	if a.Close == 0 {
-		return true
+		return true, nil
 	}
 	// The sides in the set first, then the other at once: closing it
 	// here, rather than leaving it to the other direction's carry to
@@ -215,7 +206,7 @@ func (r *Relay) act(m Message, dst net.Conn) bool {
 	// blocked writing to a side that does not read.
 	r.closeEnds(a.Close)
 	r.closeEnds(SideA | SideB)
-	return false
+	return false, nil
 }
 
 // decide asks the Rule, one call at a time, what to do with m, and gives
