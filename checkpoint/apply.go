@@ -1,9 +1,12 @@
 package checkpoint
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/vgpusim/vgpusim/memory"
 )
 
@@ -38,6 +41,8 @@ type Applier struct {
 	err     error
 	// digestWorkers hash each region at the end of the stream.
 	digestWorkers int
+	// page is scratch for a delta page's base.
+	page []byte
 }
 
 type applierState uint8
@@ -206,8 +211,8 @@ func (a *Applier) Step() (RecordType, error) {
 		}
 	case RecordPageBatch:
 		b := a.rd.Batch()
-		if err := storeBatch(b, a.dst[b.region]); err != nil {
-			return 0, a.fail(newError(ErrState, a.rd.Offset(), -1, "destination region %d", b.Region).withCause(err))
+		if err := storeBatch(b, a.dst[b.region], &a.page); err != nil {
+			return 0, a.fail(storeError(err, a.rd.Offset(), -1, b.Region))
 		}
 	case RecordDeviceState:
 		ds := a.rd.DeviceState()
@@ -334,14 +339,18 @@ func (a *Applier) fail(err error) error {
 	return err
 }
 
-// storeBatch stores the pages of b into r, the destination of its region.
-func storeBatch(b *Batch, r *memory.Region) error {
+// storeBatch stores the pages of b into r, the destination of its region;
+// *page is scratch for a delta page's base, grown if need be.
+func storeBatch(b *Batch, r *memory.Region, page *[]byte) error {
 	for i := range b.Len() {
 		p := b.Page(i)
 		var err error
-		if p.Kind == PageZero {
+		switch {
+		case p.Kind.Delta():
+			err = StoreDelta(r, p, page)
+		case p.Kind == PageZero:
 			err = r.StoreGenerated(p.Index, memory.ClassZero, p.Gen)
-		} else {
+		default:
 			err = r.StorePage(p.Index, p.Data, p.Gen)
 		}
 		if err != nil {
@@ -349,4 +358,60 @@ func storeBatch(b *Batch, r *memory.Region) error {
 		}
 	}
 	return nil
+}
+
+// StoreDelta stores delta page p into r: it reads the page r holds, checks
+// it against the base the sender XORed with (an error wrapping
+// ErrDeltaBase if it differs, the page left as it was), applies the XOR
+// and stores the result at p's generation. *page is scratch of r's page
+// size, grown if need be. Apply and ParallelApply call it for every delta
+// page; a caller storing a Reader's batches itself must too.
+func StoreDelta(r *memory.Region, p Page, page *[]byte) error {
+	if !p.Kind.Delta() {
+		return invalid("page %d of kind %v is no delta", p.Index, p.Kind)
+	}
+	if cap(*page) < r.PageSize() {
+		*page = make([]byte, r.PageSize())
+	}
+	held := (*page)[:r.PageSize()]
+	if _, err := r.ReadPage(p.Index, held); err != nil {
+		return err
+	}
+	if sum := xxhash.Sum64(held); sum != p.BaseSum {
+		return &deltaBaseError{page: p.Index, held: sum, base: p.BaseSum}
+	}
+	if p.Data != nil {
+		if len(p.Data) != len(held) {
+			return invalid("delta of %d bytes for a page of %d", len(p.Data), len(held))
+		}
+		xorInPlace(held, p.Data)
+	}
+	return r.StorePage(p.Index, held, p.Gen)
+}
+
+// deltaBaseError is StoreDelta's error for a page whose content is not the
+// delta's base.
+type deltaBaseError struct {
+	page       int
+	held, base uint64
+}
+
+func (e *deltaBaseError) Error() string {
+	return fmt.Sprintf("%v: %s", ErrDeltaBase, e.detail())
+}
+
+func (e *deltaBaseError) detail() string {
+	return fmt.Sprintf("page %d holds content of sum %#016x, the delta's base is %#016x", e.page, e.held, e.base)
+}
+
+func (e *deltaBaseError) Unwrap() error { return ErrDeltaBase }
+
+// storeError is the error of a batch that storeBatch could not store at
+// offset off of record seq: ErrDeltaBase for a delta whose base is not
+// what the destination holds, ErrState for the destination's own failure.
+func storeError(err error, off, seq int64, region uint32) *Error {
+	if de, ok := errors.AsType[*deltaBaseError](err); ok {
+		return newError(ErrDeltaBase, off, seq, "destination region %d, %s", region, de.detail())
+	}
+	return newError(ErrState, off, seq, "destination region %d", region).withCause(err)
 }

@@ -22,7 +22,12 @@ type BatchDecoder struct {
 	lim     Limits
 	dec     *zstd.Decoder
 	scratch []byte
-	batch   Batch
+	// shufScratch receives a shuffled frame and unshuf its pages in
+	// element order.
+	shufScratch, unshuf []byte
+	// page is scratch for the base of a delta page its owner stores.
+	page  []byte
+	batch Batch
 }
 
 // NewBatchDecoder returns a decoder for the batches of a stream with
@@ -81,8 +86,10 @@ type Batch struct {
 	idx    []int
 	gens   []uint32
 	kinds  []PageKind
+	bases  []uint64 // each page's base sum, zero but for delta pages
 	data   [][]byte
 	zero   int
+	deltas int
 }
 
 // Page is one page of a batch.
@@ -91,22 +98,33 @@ type Page struct {
 	Index int
 	// Gen is the page's generation at the source.
 	Gen uint32
-	// Kind says how the page was sent.
+	// Kind says how the page was sent. A delta page's kind has PageDelta
+	// set: its Data is not the page but the XOR of the page with the
+	// content the reader holds, nil if unchanged; Apply and
+	// ParallelApply apply it (StoreDelta).
 	Kind PageKind
 	// Data is the page's bytes, nil for a zero page. It aliases the
 	// batch's buffers.
 	Data []byte
+	// BaseSum is, for a delta page, the xxhash64 of the content the
+	// sender knows the reader holds; zero otherwise.
+	BaseSum uint64
 }
 
 // Len returns the number of pages of the batch.
 func (b *Batch) Len() int { return len(b.idx) }
 
-// ZeroPages returns the number of zero pages of the batch.
+// ZeroPages returns the number of zero pages of the batch (not counting
+// unchanged delta pages).
 func (b *Batch) ZeroPages() int { return b.zero }
+
+// DeltaPages returns the number of delta pages of the batch, unchanged
+// ones included.
+func (b *Batch) DeltaPages() int { return b.deltas }
 
 // Page returns page i of the batch, in increasing index order.
 func (b *Batch) Page(i int) Page {
-	return Page{Index: b.idx[i], Gen: b.gens[i], Kind: b.kinds[i], Data: b.data[i]}
+	return Page{Index: b.idx[i], Gen: b.gens[i], Kind: b.kinds[i], Data: b.data[i], BaseSum: b.bases[i]}
 }
 
 // Decode decodes the payload of rec, a page batch or coded page batch
@@ -164,7 +182,7 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		return fail(ErrLimit, "%d pages in a batch of a region of %d", n, pages)
 	}
 	// n is bounded by a limit now; the tables may be sized by it.
-	b.idx, b.gens, b.kinds, b.data = b.idx[:0], b.gens[:0], b.kinds[:0], b.data[:0]
+	b.idx, b.gens, b.kinds, b.bases, b.data = b.idx[:0], b.gens[:0], b.kinds[:0], b.bases[:0], b.data[:0]
 	next := uint64(0) // smallest index the next page may have
 	for i := uint64(0); i < n; i++ {
 		v := p.uvarint("page index")
@@ -179,31 +197,53 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		next++
 	}
 	kinds := p.bytes("page kinds", n)
-	var raw, cmp int
+	filtered := d.hdr.Filters
+	var raw, cmp, shuf, zero, deltas int
 	for _, k := range kinds {
-		switch PageKind(k) {
-		case PageRaw:
+		kind := PageKind(k)
+		if kind.Delta() && filtered {
+			deltas++
+			kind &^= PageDelta
+		}
+		switch {
+		case kind == PageRaw:
 			raw++
-		case PageCompressed:
+		case kind == PageCompressed:
 			cmp++
-		case PageZero:
+		case kind == PageShuffled && filtered:
+			shuf++
+		case kind == PageZero:
+			if k == byte(PageZero) {
+				zero++
+			}
 		default:
 			return fail(ErrMalformed, "unknown page kind %d", k)
 		}
 		b.kinds = append(b.kinds, PageKind(k))
 	}
-	b.zero = int(n) - raw - cmp
-	if (raw+cmp)*ps > d.lim.MaxBatchBytes {
-		return fail(ErrLimit, "batch of %d bytes, limit %d", (raw+cmp)*ps, d.lim.MaxBatchBytes)
+	b.zero, b.deltas = zero, deltas
+	if (raw+cmp+shuf)*ps > d.lim.MaxBatchBytes {
+		return fail(ErrLimit, "batch of %d bytes, limit %d", (raw+cmp+shuf)*ps, d.lim.MaxBatchBytes)
 	}
 	for i := uint64(0); i < n; i++ {
 		b.gens = append(b.gens, p.uint32("generation"))
+	}
+	for _, k := range b.kinds {
+		var sum uint64
+		if k.Delta() {
+			sum = p.uint64("base sum")
+		}
+		b.bases = append(b.bases, sum)
 	}
 	if !p.ok {
 		return fail(ErrMalformed, "%s", p.why)
 	}
 	b.Sum = xxhash.Sum64(payload[:p.off])
 	frame := p.lenBytes("compressed frame", len(payload))
+	var shufFrame []byte
+	if filtered {
+		shufFrame = p.lenBytes("shuffled frame", len(payload))
+	}
 	rawBytes := p.bytes("raw pages", uint64(raw*ps))
 	p.end(false)
 	switch {
@@ -211,28 +251,54 @@ func (d *BatchDecoder) Decode(rec Record) (*Batch, error) {
 		return fail(ErrMalformed, "%s", p.why)
 	case (cmp == 0) != (len(frame) == 0):
 		return fail(ErrMalformed, "%d compressed pages with a frame of %d bytes", cmp, len(frame))
-	case cmp > 0 && b.Codec == CodecNone:
+	case (shuf == 0) != (len(shufFrame) == 0):
+		return fail(ErrMalformed, "%d shuffled pages with a frame of %d bytes", shuf, len(shufFrame))
+	case cmp+shuf > 0 && b.Codec == CodecNone:
 		return fail(ErrMalformed, "compressed pages in a batch of codec %v", b.Codec)
 	}
-	var out []byte
-	if cmp > 0 {
-		var err error
-		if out, err = d.expand(b.Codec, frame, cmp*ps); err != nil {
-			var e *Error
-			errors.As(err, &e)
-			e.Offset, e.Seq = rec.Offset, int64(rec.Seq)
-			return nil, e
+	out, err := d.expandAt(rec, b.Codec, frame, cmp*ps, &d.scratch)
+	if err != nil {
+		return nil, err
+	}
+	var shufOut []byte
+	if shuf > 0 {
+		grouped, err := d.expandAt(rec, b.Codec, shufFrame, shuf*ps, &d.shufScratch)
+		if err != nil {
+			return nil, err
 		}
+		if cap(d.unshuf) < len(grouped) {
+			d.unshuf = make([]byte, len(grouped))
+		}
+		shufOut = d.unshuf[:len(grouped)]
+		unshuffle(shufOut, grouped)
 	}
 	for _, k := range b.kinds {
 		var data []byte
-		switch k {
+		switch k.Storage() {
 		case PageRaw:
 			data, rawBytes = rawBytes[:ps:ps], rawBytes[ps:]
 		case PageCompressed:
 			data, out = out[:ps:ps], out[ps:]
+		case PageShuffled:
+			data, shufOut = shufOut[:ps:ps], shufOut[ps:]
 		}
 		b.data = append(b.data, data)
 	}
 	return b, nil
+}
+
+// expandAt expands a frame of size bytes into *buf as expand does, an
+// error placed at rec; nothing for an empty frame.
+func (d *BatchDecoder) expandAt(rec Record, c Codec, frame []byte, size int, buf *[]byte) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	out, err := d.expand(c, frame, size, buf)
+	if err != nil {
+		var e *Error
+		errors.As(err, &e)
+		e.Offset, e.Seq = rec.Offset, int64(rec.Seq)
+		return nil, e
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/binary"
 	"slices"
 	"strconv"
 
@@ -24,19 +25,53 @@ const (
 	// PageZstd is PageCompressed's name from version 1.0, when zstd was
 	// the only codec.
 	PageZstd = PageCompressed
+	// PageShuffled: the page's bytes are in the batch's shuffled frame,
+	// grouped by significance with the batch's other shuffled pages.
+	// Since version 1.3, in a stream with page filters.
+	PageShuffled PageKind = 3
+	// PageDelta marks a delta page: what the kind's other bits say is sent
+	// is the XOR of the page's content with the content the reader holds
+	// for it, whose xxhash64 the batch gives (Page.BaseSum). PageDelta
+	// alone (the zero kind, marked) is a page the reader holds unchanged.
+	// Since version 1.3, in a stream with page filters.
+	PageDelta PageKind = 0x10
+	// PageUnchanged is a delta page whose XOR is zero: no bytes are sent.
+	PageUnchanged = PageDelta | PageZero
 )
+
+// pageStorageMask selects the bits of a kind that say where its bytes
+// are.
+const pageStorageMask PageKind = 0x0f
+
+// Delta reports whether k is a delta page's kind.
+func (k PageKind) Delta() bool { return k&PageDelta != 0 }
+
+// Storage returns where the bytes of a page of kind k are: PageZero (none),
+// PageRaw, PageCompressed or PageShuffled.
+func (k PageKind) Storage() PageKind { return k & pageStorageMask }
 
 // String returns the kind's name.
 func (k PageKind) String() string {
-	switch k {
+	name := ""
+	switch k.Storage() {
 	case PageZero:
-		return "zero"
+		name = "zero"
 	case PageRaw:
-		return "raw"
+		name = "raw"
 	case PageCompressed:
-		return "compressed"
+		name = "compressed"
+	case PageShuffled:
+		name = "shuffled"
 	}
-	return "PageKind(" + strconv.Itoa(int(k)) + ")"
+	switch {
+	case k&^(PageDelta|pageStorageMask) != 0 || name == "":
+		return "PageKind(" + strconv.Itoa(int(k)) + ")"
+	case k == PageUnchanged:
+		return "unchanged"
+	case k.Delta():
+		return "delta-" + name
+	}
+	return name
 }
 
 // BatchEncoder turns pages of one region into the payload of a page batch
@@ -68,7 +103,18 @@ type BatchEncoder struct {
 	cmp   []byte // pages to compress, in index order
 	frame []byte
 	head  []byte
-	parts [3][]byte
+	parts [5][]byte
+
+	// The page filters' state: the filters, the pages to shuffle and
+	// compress (in index order, not yet shuffled), the shuffled frame and
+	// its length field, the base sums of the delta pages, and scratch for
+	// an XOR and a shuffle.
+	filters   PageFilters
+	shuf      []byte
+	shufFrame []byte
+	shufLen   []byte
+	baseSums  []uint64
+	xor, tmp  []byte
 }
 
 // NewBatchEncoder returns an encoder compressing at level.
@@ -119,6 +165,15 @@ func (e *BatchEncoder) Close() error {
 // built, or of the next one.
 func (e *BatchEncoder) Level() Level { return e.level }
 
+// SetFilters sets the page filters of the batches begun after it, and
+// forgets a batch not finished, as Begin does.
+func (e *BatchEncoder) SetFilters(f PageFilters) {
+	e.open, e.filters = false, f
+}
+
+// Filters returns the encoder's page filters.
+func (e *BatchEncoder) Filters() PageFilters { return e.filters }
+
 // Begin starts a batch of pages of region, whose pages are pageSize bytes.
 // It forgets any batch not finished.
 func (e *BatchEncoder) Begin(region uint32, pageSize int) error {
@@ -127,7 +182,7 @@ func (e *BatchEncoder) Begin(region uint32, pageSize int) error {
 	}
 	e.open, e.region, e.pageSize, e.last = true, region, pageSize, -1
 	e.idx, e.gens, e.kinds, e.zero = e.idx[:0], e.gens[:0], e.kinds[:0], 0
-	e.raw, e.cmp = e.raw[:0], e.cmp[:0]
+	e.raw, e.cmp, e.shuf, e.baseSums = e.raw[:0], e.cmp[:0], e.shuf[:0], e.baseSums[:0]
 	return nil
 }
 
@@ -163,6 +218,12 @@ func (e *BatchEncoder) Add(index int, gen uint32, page []byte) error {
 	if len(page) != e.pageSize {
 		return invalid("page of %d bytes, want %d", len(page), e.pageSize)
 	}
+	if e.filters.filtered() {
+		n := len(e.raw)
+		e.raw = append(e.raw, page...)
+		e.place(index, gen, n, memory.IsZero(page))
+		return nil
+	}
 	kind := e.classify(page)
 	switch kind {
 	case PageRaw:
@@ -190,6 +251,11 @@ func (e *BatchEncoder) AddFrom(r *memory.Region, index int) error {
 	if err != nil {
 		return invalid("page %d", index).withCause(err)
 	}
+	if e.filters.filtered() {
+		e.raw = e.raw[:n+e.pageSize]
+		e.place(index, st.Gen, n, st.Class == memory.ClassZero || memory.IsZero(slot))
+		return nil
+	}
 	kind := PageZero
 	if st.Class != memory.ClassZero {
 		kind = e.classify(slot)
@@ -202,6 +268,74 @@ func (e *BatchEncoder) AddFrom(r *memory.Region, index int) error {
 	}
 	e.push(index, st.Gen, kind)
 	return nil
+}
+
+// place decides how page index, the page at e.raw[n:], is sent in a batch
+// with page filters, and moves its bytes (or its delta's) where that kind
+// keeps them. zero says the page is all zeros.
+func (e *BatchEncoder) place(index int, gen uint32, n int, zero bool) {
+	page := e.raw[n : n+e.pageSize]
+	kind := PageZero
+	var base []byte
+	var sum uint64
+	known := false
+	if d := e.filters.Delta; d != nil {
+		base, sum, known = d.lookup(e.region, index)
+		if zero {
+			d.add(e.region, index, nil)
+		} else {
+			d.add(e.region, index, page)
+		}
+	}
+	data := page
+	switch {
+	case zero:
+	case known:
+		if cap(e.xor) < e.pageSize {
+			e.xor = make([]byte, e.pageSize)
+		}
+		x := e.xor[:e.pageSize]
+		zeros := xorInto(x, page, base)
+		switch {
+		case zeros == len(x):
+			kind = PageUnchanged
+		case zeros*deltaMinZeroFraction >= len(x):
+			kind, data = PageDelta|e.storage(x, true), x
+		default:
+			kind = e.storage(page, false)
+		}
+	default:
+		kind = e.storage(page, false)
+	}
+	if kind.Delta() {
+		e.baseSums = append(e.baseSums, sum)
+	}
+	switch kind.Storage() {
+	case PageRaw:
+		copy(page, data) // the delta's bytes over the page's, if a delta
+	case PageCompressed:
+		e.cmp = append(e.cmp, data...)
+	case PageShuffled:
+		e.shuf = append(e.shuf, data...)
+	}
+	if kind.Storage() != PageRaw {
+		e.raw = e.raw[:n]
+	}
+	e.push(index, gen, kind)
+}
+
+// storage returns how a page (or, if delta, a delta) p, not all zeros, is
+// kept in a batch with page filters.
+func (e *BatchEncoder) storage(p []byte, delta bool) PageKind {
+	switch {
+	case e.level == LevelNone:
+		return PageRaw
+	case e.filters.Shuffle && (delta || e.level != LevelS2) && looksFloat32(p):
+		return PageShuffled
+	case looksIncompressible(p):
+		return PageRaw
+	}
+	return PageCompressed
 }
 
 func (e *BatchEncoder) classify(page []byte) PageKind {
@@ -218,7 +352,7 @@ func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
 	e.idx = append(e.idx, index)
 	e.gens = append(e.gens, gen)
 	e.kinds = append(e.kinds, kind)
-	if kind == PageZero {
+	if kind.Storage() == PageZero {
 		e.zero++
 	}
 	e.last = index
@@ -241,6 +375,13 @@ type EncodedBatch struct {
 	// (Level.Codec) is the batch's: the one a coded page batch record
 	// names, and one the stream's header must allow.
 	Level Level
+	// Filtered reports that the batch has the layout of version 1.3
+	// (PageFilters), which a stream must declare (WriterOptions.Filters).
+	Filtered bool
+	// DeltaPages counts the batch's delta pages, unchanged ones included;
+	// UnchangedPages those of them sent without bytes. ZeroPages counts
+	// neither.
+	DeltaPages, UnchangedPages int
 	// Payload is the page batch layout in pieces to be written back to
 	// back: the whole payload of a page batch record, and all of a coded
 	// page batch record's but its leading codec byte. It aliases the
@@ -271,18 +412,50 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 	for _, g := range e.gens {
 		h = appendUvarint(h, uint64(g))
 	}
+	filtered := e.filters.filtered()
+	deltas, unchanged := 0, 0
+	if filtered {
+		for _, s := range e.baseSums {
+			h = binary.LittleEndian.AppendUint64(h, s)
+		}
+		for _, k := range e.kinds {
+			if k.Delta() {
+				deltas++
+			}
+			if k == PageUnchanged {
+				unchanged++
+			}
+		}
+	}
 	sum := xxhash.Sum64(h)
 	e.frame = e.compress(e.frame[:0], e.cmp)
 	h = appendUvarint(h, uint64(len(e.frame)))
 	e.head = h
-	e.parts = [3][]byte{h, e.frame, e.raw}
+	e.parts = [5][]byte{h, e.frame, e.raw}
+	n := 3
+	if filtered {
+		e.shufFrame = e.shufFrame[:0]
+		if len(e.shuf) > 0 {
+			if cap(e.tmp) < len(e.shuf) {
+				e.tmp = make([]byte, len(e.shuf))
+			}
+			shuffle(e.tmp[:len(e.shuf)], e.shuf)
+			e.shufFrame = e.compress(e.shufFrame, e.tmp[:len(e.shuf)])
+		}
+		e.shufLen = appendUvarint(e.shufLen[:0], uint64(len(e.shufFrame)))
+		e.parts = [5][]byte{h, e.frame, e.shufLen, e.shufFrame, e.raw}
+		n = 5
+	}
 	return EncodedBatch{
-		Region:    e.region,
-		Pages:     len(e.idx),
-		ZeroPages: e.zero,
-		RawBytes:  len(e.idx) * e.pageSize,
-		Sum:       sum,
-		Level:     e.level,
-		Payload:   e.parts[:],
+		Region:         e.region,
+		Pages:          len(e.idx),
+		ZeroPages:      e.zero - unchanged,
+		RawBytes:       len(e.idx) * e.pageSize,
+		Sum:            sum,
+		Level:          e.level,
+		Filtered:       filtered,
+		DeltaPages:     deltas,
+		UnchangedPages: unchanged,
+		Payload:        e.parts[:n],
 	}, nil
 }

@@ -86,21 +86,21 @@ func (d *BatchDecoder) decoder() (*zstd.Decoder, error) {
 }
 
 // expand decodes frame, the compressed frame of a batch of codec c, which
-// must hold exactly size bytes of pages.
-func (d *BatchDecoder) expand(c Codec, frame []byte, size int) ([]byte, error) {
+// must hold exactly size bytes of pages, into *buf, grown if need be.
+func (d *BatchDecoder) expand(c Codec, frame []byte, size int, buf *[]byte) ([]byte, error) {
 	if c == CodecS2 {
-		return d.decompressS2(frame, size)
+		return d.decompressS2(frame, size, buf)
 	}
-	return d.decompress(frame, size)
+	return d.decompress(frame, size, buf)
 }
 
 // decompressS2 decodes block, an S2 block that must hold exactly size
-// bytes, into the decoder's scratch buffer. The length the block declares
+// bytes, into *buf. The length the block declares
 // is checked first: s2.Decode allocates a buffer of that length when the
 // one it is given is smaller, so a block that lies must be refused before
 // it is called. It is then given a buffer capped at size, which it fills
 // and does not pass (TestS2DecodeStaysInPlace).
-func (d *BatchDecoder) decompressS2(block []byte, size int) ([]byte, error) {
+func (d *BatchDecoder) decompressS2(block []byte, size int, buf *[]byte) ([]byte, error) {
 	n, err := s2.DecodedLen(block)
 	switch {
 	case err != nil:
@@ -110,17 +110,17 @@ func (d *BatchDecoder) decompressS2(block []byte, size int) ([]byte, error) {
 	case n != size:
 		return nil, newError(ErrMalformed, 0, -1, "s2 block of %d bytes for %d bytes of pages", n, size)
 	}
-	if cap(d.scratch) < size {
+	if cap(*buf) < size {
 		// The slack is zstd's, should a later batch of the stream be
 		// zstd's; S2 does not use it.
-		d.scratch = make([]byte, size+zstdSlackBytes)
+		*buf = make([]byte, size+zstdSlackBytes)
 	}
-	dst := d.scratch[:0:size]
+	dst := (*buf)[:0:size]
 	out, err := s2.Decode(dst, block)
 	switch {
 	case err != nil:
 		return nil, newError(ErrMalformed, 0, -1, "s2 block").withCause(err)
-	case len(out) != size || &out[0] != &d.scratch[0]:
+	case len(out) != size || &out[0] != &(*buf)[0]:
 		// s2.Decode checked the length it decoded against the one the
 		// block declares, and decoded in place; this is defence.
 		return nil, newError(ErrMalformed, 0, -1, "s2 block decodes to %d bytes, want %d", len(out), size)
@@ -133,10 +133,10 @@ func (d *BatchDecoder) decompressS2(block []byte, size int) ([]byte, error) {
 // room to spare).
 const zstdSlackBytes = 64
 
-// decompress decodes frame, which must hold exactly size bytes, into the
-// decoder's scratch buffer. The frame header is checked first, so that a
+// decompress decodes frame, which must hold exactly size bytes, into
+// *buf. The frame header is checked first, so that a
 // frame declaring too much is refused before any memory is set aside.
-func (d *BatchDecoder) decompress(frame []byte, size int) ([]byte, error) {
+func (d *BatchDecoder) decompress(frame []byte, size int, buf *[]byte) ([]byte, error) {
 	var h zstd.Header
 	if err := h.Decode(frame); err != nil || h.Skippable {
 		return nil, newError(ErrMalformed, 0, -1, "bad zstd frame header")
@@ -163,10 +163,10 @@ func (d *BatchDecoder) decompress(frame []byte, size int) ([]byte, error) {
 	// frame's content size, which zstd enforces block by block and which
 	// was checked above, and by DecodeAllCapLimit at the capacity — and
 	// checked below to be exactly size bytes.
-	if cap(d.scratch) < size+zstdSlackBytes {
-		d.scratch = make([]byte, size+zstdSlackBytes)
+	if cap(*buf) < size+zstdSlackBytes {
+		*buf = make([]byte, size+zstdSlackBytes)
 	}
-	out, err := dec.DecodeAll(frame, d.scratch[:0:size+zstdSlackBytes])
+	out, err := dec.DecodeAll(frame, (*buf)[:0:size+zstdSlackBytes])
 	switch {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded),
 		errors.Is(err, zstd.ErrFrameSizeExceeded):

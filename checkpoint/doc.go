@@ -60,6 +60,20 @@
 // record, which names the batch's codec (version 1.1 of the format); a
 // stream of codec none or zstd is a version 1.0 stream, byte for byte.
 //
+// # Page filters
+//
+// A stream written with WriterOptions.Filters (version 1.3) may carry two
+// transforms of a page (PageFilters, FORMAT.md): shuffled pages, whose
+// float32 bytes are grouped by significance before compression, as HDF5's
+// and Blosc's shuffle filters do, and delta pages, sent as the XOR of the
+// page with the content the reader holds, as QEMU's XBZRLE sends guest
+// RAM. A sender learns what the reader holds from a DeltaCache of what it
+// last sent, bounded in memory and the same whatever order its encoders
+// fill it in; the reader checks each delta's base page by page and refuses
+// a delta against other content (ErrDeltaBase). Apply, ParallelApply and
+// StoreDelta apply delta pages; a caller storing a Reader's batches itself
+// must apply them through StoreDelta.
+//
 // # Reading
 //
 // Reader reads a whole stream and hands over its records one at a time:
@@ -122,16 +136,17 @@
 // Every error is an *Error carrying the byte offset where the problem was
 // found and wrapping one sentinel: ErrBadMagic, ErrVersion, ErrChecksum,
 // ErrSequence, ErrTruncated, ErrLimit, ErrMalformed, ErrUnknownRecord,
-// ErrAuth, ErrEncryptionMode, and, for the caller's own mistakes, ErrWrite,
-// ErrInvalid and ErrState. Readers' errors are sticky. Limits bound record
-// size, batch size, pages per record, zstd window and memory, device state
-// and metadata size, region count and stream length; an S2 block's declared
-// length is held to the batch limit as a zstd frame's is; every zero field
-// has a safe default.
+// ErrAuth, ErrEncryptionMode, ErrDeltaBase, and, for the caller's own
+// mistakes, ErrWrite, ErrInvalid and ErrState. Readers' errors are sticky.
+// Limits bound record size, batch size, pages per record, zstd window and
+// memory, device state and metadata size, region count and stream length;
+// an S2 block's declared length is held to the batch limit as a zstd
+// frame's is; every zero field has a safe default.
 //
 // # Concurrency
 //
-// No type is safe for concurrent use. A parallel engine gives each goroutine
-// its own BatchEncoder or BatchDecoder and keeps one RecordWriter or Reader
-// for the ordered part.
+// No type is safe for concurrent use, but for a DeltaCache's use by the
+// encoders of one pass (BatchEncoder.AddFrom, Add). A parallel engine gives
+// each goroutine its own BatchEncoder or BatchDecoder and keeps one
+// RecordWriter or Reader for the ordered part.
 package checkpoint

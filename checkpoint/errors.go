@@ -48,6 +48,11 @@ var (
 	// ErrInvalid reports an invalid option or argument given by the
 	// caller. Nothing was written or applied because of it.
 	ErrInvalid = errors.New("checkpoint: invalid argument")
+	// ErrDeltaBase reports a delta page whose base, the content the
+	// sender believed the reader held, is not what the destination holds:
+	// the delta is not applied, and the stream fails rather than leave a
+	// page that is neither the old content nor the new. Since version 1.3.
+	ErrDeltaBase = errors.New("checkpoint: delta against content the destination does not hold")
 	// ErrState reports a call that the object's state does not allow:
 	// writing after Close, committing before the end of the stream was
 	// verified, using an Applier after it failed.

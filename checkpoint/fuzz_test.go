@@ -40,6 +40,7 @@ func fuzzReaderSeeds(tb testing.TB) map[string][]byte {
 	mixed, _ := testStreamOf(tb, WriterOptions{Mixed: true}, memory.MinPageSize)
 	mixedSealed, _ := testStreamOf(tb, WriterOptions{Mixed: true, Encryption: EncryptionOpportunistic, Key: testKey}, memory.MinPageSize)
 	mixedBig, _ := testStreamOf(tb, WriterOptions{Mixed: true, BatchBytes: 2048}, 1024)
+	shuffledSeed, _ := testStreamOf(tb, WriterOptions{Filters: true}, memory.MinPageSize)
 	seeds := map[string][]byte{
 		"stream-zstd":      plain,
 		"stream-encrypted": sealed,
@@ -59,6 +60,10 @@ func fuzzReaderSeeds(tb testing.TB) map[string][]byte {
 		// Version 1.2: a suspend file, with attachments and page runs.
 		"snapshot":           goldenSnapshotStream(tb, WriterOptions{}),
 		"snapshot-encrypted": goldenSnapshotStream(tb, WriterOptions{Encryption: EncryptionOpportunistic, Key: testKey}),
+
+		// Version 1.3: page filters, shuffled and delta pages.
+		"filters-shuffled": shuffledSeed,
+		"filters-delta":    deltaSeedStream(tb),
 	}
 	flipped := bytes.Clone(plain)
 	flipped[len(flipped)/3] ^= 0x08

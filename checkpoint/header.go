@@ -13,26 +13,32 @@ import (
 //
 // A writer declares the oldest minor version that has what its stream
 // needs: 1.1 for codec CodecS2 or CodecMixed, 1.2 for the records of a
-// suspend file (WriterOptions.Snapshot), 1.0 otherwise. A stream of codec
+// suspend file (WriterOptions.Snapshot), 1.3 for page filters
+// (WriterOptions.Filters), 1.0 otherwise. A stream of codec
 // none or zstd without those records is still written as version 1.0,
 // byte for byte as before 1.1 existed, so that a 1.0 reader keeps reading
 // what it could read before.
 const (
 	VersionMajor = 1
-	VersionMinor = 2
+	VersionMinor = 3
 )
 
 // minorSnapshot is the minor version that added attachments and page
-// runs.
-const minorSnapshot = 2
+// runs; minorFilters the one that added page filters (shuffled and delta
+// pages) and the class of weights under training.
+const (
+	minorSnapshot = 2
+	minorFilters  = 3
+)
 
 // minorFor is the minor version a writer declares for a stream of codec
-// c, with or without the records of a suspend file: the oldest that knows
-// them.
-func minorFor(c Codec, snapshot bool) uint16 {
+// c, with or without the records of a suspend file and page filters: the
+// oldest that knows them. A suspend file declares 1.3 since its page runs
+// may name the class of weights under training, which 1.3 added.
+func minorFor(c Codec, snapshot, filters bool) uint16 {
 	switch {
-	case snapshot:
-		return minorSnapshot
+	case filters, snapshot:
+		return minorFilters
 	case c.coded():
 		return 1
 	}
@@ -118,7 +124,8 @@ func (c Codec) coded() bool { return c == CodecS2 || c == CodecMixed }
 const (
 	flagCodecMask     = 0x000f
 	flagEncrypted     = 0x0010
-	flagCriticalKnown = flagCodecMask | flagEncrypted
+	flagFilters       = 0x0020 // page batches of version 1.3's layout: shuffled and delta pages
+	flagCriticalKnown = flagCodecMask | flagEncrypted | flagFilters
 	flagCriticalMask  = 0x00ff
 )
 
@@ -134,6 +141,10 @@ type Header struct {
 	// Encrypted reports whether every record payload is sealed with
 	// AES-256-GCM.
 	Encrypted bool
+	// Filters reports whether the stream's page batches have the layout
+	// of version 1.3, which may hold shuffled and delta pages
+	// (WriterOptions.Filters).
+	Filters bool
 	// StreamID is chosen by the writer's caller; it names the stream and
 	// is authenticated with every record of an encrypted one.
 	StreamID [StreamIDSize]byte
@@ -149,6 +160,9 @@ func appendHeader(b []byte, h Header) []byte {
 	flags := uint16(h.Codec) & flagCodecMask
 	if h.Encrypted {
 		flags |= flagEncrypted
+	}
+	if h.Filters {
+		flags |= flagFilters
 	}
 	b = binary.LittleEndian.AppendUint16(b, flags)
 	b = binary.LittleEndian.AppendUint16(b, headerSizeV1)

@@ -153,7 +153,7 @@ func firstPageReads(t *testing.T, data, page []byte, kind PageKind) {
 
 var sentinels = []error{
 	ErrBadMagic, ErrVersion, ErrChecksum, ErrSequence, ErrTruncated, ErrLimit,
-	ErrMalformed, ErrUnknownRecord, ErrAuth, ErrEncryptionMode, ErrWrite, ErrInvalid, ErrState,
+	ErrMalformed, ErrUnknownRecord, ErrAuth, ErrEncryptionMode, ErrWrite, ErrInvalid, ErrState, ErrDeltaBase,
 }
 
 // typedError reports whether err is an *Error wrapping exactly one

@@ -180,6 +180,16 @@ type WriterOptions struct {
 	// regions as page runs (Writer.WriteRuns, Writer.WriteRegionRuns), the
 	// records of version 1.2, which the header then declares.
 	Snapshot bool
+	// Filters declares a stream whose page batches have the layout of
+	// version 1.3 (FORMAT.md), which the header then declares: a batch
+	// may hold shuffled pages, whose bytes are grouped by significance
+	// before compression, and delta pages, sent as the XOR of their
+	// content with what the reader holds. Every batch of such a stream
+	// has that layout (EncodedBatch.Filtered), and only those. A Writer's
+	// own batches shuffle the pages that look like float32 data; delta
+	// pages come from a BatchEncoder given a DeltaCache (PageFilters),
+	// handed to Writer.WriteBatch.
+	Filters bool
 }
 
 func (o WriterOptions) withDefaults() (WriterOptions, error) {

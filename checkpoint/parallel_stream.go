@@ -218,8 +218,8 @@ func (p *ParallelApplier) apply(bd *BatchDecoder, j *batchJob) error {
 	if err != nil {
 		return err
 	}
-	if err := storeBatch(b, p.dst[b.region]); err != nil {
-		return newError(ErrState, j.rec.Offset, int64(j.rec.Seq), "destination region %d", b.Region).withCause(err)
+	if err := storeBatch(b, p.dst[b.region], &bd.page); err != nil {
+		return storeError(err, j.rec.Offset, int64(j.rec.Seq), b.Region)
 	}
 	j.res.sum, j.res.pages, j.res.zero = b.Sum, b.Len(), b.ZeroPages()
 	p.applied.Add(1)

@@ -93,15 +93,18 @@ func (rr *RecordReader) readHeader() error {
 	switch {
 	case codec > CodecMixed:
 		return newError(ErrVersion, offFlags, -1, "unknown codec %d", codec)
-	case minor < minorFor(codec, false):
+	case minor < minorFor(codec, false, false):
 		// What a reader of the version the stream declares would say.
 		return newError(ErrVersion, offFlags, -1, "codec %v in a version %d.%d stream", codec, VersionMajor, minor)
+	case flags&flagFilters != 0 && minor < minorFilters:
+		return newError(ErrVersion, offFlags, -1, "page filters in a version %d.%d stream", VersionMajor, minor)
 	}
 	rr.hdr = Header{
 		Major:     VersionMajor,
 		Minor:     minor,
 		Codec:     codec,
 		Encrypted: flags&flagEncrypted != 0,
+		Filters:   flags&flagFilters != 0,
 	}
 	copy(rr.hdr.StreamID[:], h[offStreamID:])
 	rr.prev = want

@@ -63,8 +63,8 @@ func (rw *RecordWriter) Reset(w io.Writer, opts WriterOptions) error {
 // defaults: version 1.0 unless the codec or the records need a later one
 // (minorFor).
 func (rw *RecordWriter) reset(w io.Writer, opts WriterOptions) error {
-	h := Header{Major: VersionMajor, Codec: opts.codec(), Encrypted: opts.encrypted(), StreamID: opts.StreamID}
-	h.Minor = minorFor(h.Codec, opts.Snapshot)
+	h := Header{Major: VersionMajor, Codec: opts.codec(), Encrypted: opts.encrypted(), Filters: opts.Filters, StreamID: opts.StreamID}
+	h.Minor = minorFor(h.Codec, opts.Snapshot, opts.Filters)
 	*rw = RecordWriter{w: w, hdr: h, out: rw.out[:0], sealBuf: rw.sealBuf[:0], parts: rw.parts[:0]}
 	rw.header = appendHeader(nil, h)
 	rw.prev = binary.LittleEndian.Uint64(rw.header[len(rw.header)-checkSize:])
@@ -148,6 +148,9 @@ func (rw *RecordWriter) WriteBatch(b EncodedBatch) error {
 	c := b.Level.Codec()
 	if !rw.hdr.Codec.Allows(c) {
 		return rw.invalid("batch at level %v (codec %v) in a stream of codec %v", b.Level, c, rw.hdr.Codec)
+	}
+	if b.Filtered != rw.hdr.Filters {
+		return rw.invalid("batch with page filters %v in a stream with page filters %v", b.Filtered, rw.hdr.Filters)
 	}
 	if !rw.hdr.Codec.coded() {
 		return rw.WriteRecord(RecordPageBatch, b.Payload...)

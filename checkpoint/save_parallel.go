@@ -24,7 +24,7 @@ type batchEncoders struct {
 	free    chan *BatchEncoder
 }
 
-func newBatchEncoders(workers int, level Level) (*batchEncoders, error) {
+func newBatchEncoders(workers int, level Level, filters PageFilters) (*batchEncoders, error) {
 	e := &batchEncoders{workers: workers, free: make(chan *BatchEncoder, 2*workers)}
 	for range 2 * workers {
 		enc, err := NewBatchEncoder(level)
@@ -32,6 +32,7 @@ func newBatchEncoders(workers int, level Level) (*batchEncoders, error) {
 			e.close()
 			return nil, err
 		}
+		enc.SetFilters(filters)
 		e.free <- enc
 	}
 	return e, nil

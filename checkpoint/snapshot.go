@@ -76,7 +76,7 @@ func Save(w io.Writer, s Snapshot, opts WriterOptions) error {
 	}
 	var encs *batchEncoders
 	if !s.Compact && len(s.Regions) > 0 {
-		if encs, err = newBatchEncoders(workers, opts.Level); err != nil {
+		if encs, err = newBatchEncoders(workers, opts.Level, PageFilters{Shuffle: opts.Filters}); err != nil {
 			return err
 		}
 		defer encs.close()

@@ -65,6 +65,7 @@ func (w *Writer) Reset(dst io.Writer, meta Metadata, opts WriterOptions) error {
 	} else if err := w.enc.SetLevel(opts.Level); err != nil { // forgets a pending batch
 		return err
 	}
+	w.enc.SetFilters(PageFilters{Shuffle: opts.Filters})
 	if w.rw == nil {
 		w.rw = &RecordWriter{}
 	}

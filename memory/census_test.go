@@ -32,7 +32,7 @@ func TestPropCensusMatchesPageStates(t *testing.T) {
 			n := rapid.IntRange(1, r.Pages()-first).Draw(rt, "opPages")
 			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0:
-				err = r.Fill(first, n, Class(rapid.IntRange(0, int(ClassRandom)).Draw(rt, "class")))
+				err = r.Fill(first, n, Class(rapid.IntRange(0, int(ClassExplicit)-1).Draw(rt, "class")))
 			case 1:
 				err = r.FillMix(first, n, MixRealistic())
 			case 2:

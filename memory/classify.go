@@ -62,7 +62,10 @@ const (
 //   - ClassExplicit: none of these; code, tables, sparse structures.
 //
 // The tests are made in that order. It reads every byte once; a 4 KiB page
-// takes a few microseconds.
+// takes a few microseconds. It never returns ClassTrainingWeights: a page
+// of that class is ClassWeights here, since one generation of it is a draw
+// of the same distribution, and what sets the class apart, that its
+// generations differ little, no single page shows.
 func ClassifyPage(p []byte) Class {
 	if IsZero(p) {
 		return ClassZero

@@ -41,6 +41,17 @@ const (
 	ClassText
 	// ClassRandom is uniformly random bytes.
 	ClassRandom
+	// ClassTrainingWeights is model weights under training: generation 0
+	// is a draw of float32 weights as ClassWeights draws them (mean 0,
+	// standard deviation 0.02), from a stream of its own, and every later
+	// generation is that draw plus a small gaussian update, element by
+	// element (trainingUpdateScale). Two generations of a page differ by
+	// an update the size of one optimizer step, so the sign, exponent and
+	// high mantissa bits of almost every float are the same in both (99 %
+	// keep sign and exponent, against 11 % of two generations of
+	// ClassWeights); each generation on its own compresses about 1.0:1, as
+	// ClassWeights does.
+	ClassTrainingWeights
 	// ClassExplicit is a page whose bytes were written explicitly; it has
 	// no generator.
 	ClassExplicit
@@ -48,7 +59,7 @@ const (
 	numClasses
 )
 
-var classNames = [numClasses]string{"zero", "weights", "activations", "text", "random", "explicit"}
+var classNames = [numClasses]string{"zero", "weights", "activations", "text", "random", "training-weights", "explicit"}
 
 func (c Class) String() string {
 	if c < numClasses {
@@ -79,6 +90,8 @@ func Generate(dst []byte, c Class, seed, page uint64, gen uint32) bool {
 		fillText(dst, &r)
 	case ClassRandom:
 		fillRandom(dst, &r)
+	case ClassTrainingWeights:
+		fillTrainingWeights(dst, seed, page, gen)
 	default:
 		return false
 	}
@@ -96,6 +109,63 @@ const (
 	activationScale = float32(1.0 / (1 << (16 + gaussShift)))
 	irwinHallMean   = 12 * 65535 / 2 // sum of twelve lanes; the .5 is dropped
 )
+
+// trainingUpdateScale turns a gaussian sample of fillGauss into the update
+// ClassTrainingWeights adds to a weight at each generation after the
+// first: standard deviation 2e-5, one optimizer step. Adam's effective
+// step per parameter is bounded by about its step size α (Kingma and Ba,
+// "Adam: A Method for Stochastic Optimization", ICLR 2015, section 2.1),
+// and BERT is fine-tuned with learning rates of 2e-5 to 5e-5 (Devlin et
+// al., "BERT: Pre-training of Deep Bidirectional Transformers for
+// Language Understanding", NAACL 2019, appendix A.3); 2e-5 is the low end,
+// a thousandth of the weights' 0.02. Assumption: generation g's update is
+// drawn afresh around generation 0, not accumulated over generations 1 to
+// g, so that generation g costs O(1) to generate, not O(g); the difference
+// between two generations is then the size of one or two steps (one
+// update against generation 0, two independent ones between two later
+// generations), not of the steps between them.
+const trainingUpdateScale = float32(2e-5 / (1 << (16 + gaussShift)))
+
+// trainingUpdateTweak is set in the class byte of the stream of a
+// ClassTrainingWeights update: pageStream keys a page's streams by
+// gen<<8 | class, and through bijections (mix64), so a key whose class
+// byte has this bit set, which no class has, gives a stream that is never
+// that of any class of the page, in particular never the class's base,
+// pageStream(seed, page, 0, ClassTrainingWeights).
+const trainingUpdateTweak = 0x80
+
+// fillTrainingWeights fills dst with the ClassTrainingWeights content of
+// (seed, page, gen): the generation-0 draw, plus, for gen > 0, an update
+// of that generation, one float32 add (a single, correctly rounded
+// operation) for each weight. The update is drawn in chunks through a
+// buffer on the stack, so a page costs about two ClassWeights draws and
+// allocates nothing; the chunks follow fillGauss's draws, nine weights to
+// a jitter word, so the output for a shorter dst is a prefix of the output
+// for a longer one.
+func fillTrainingWeights(dst []byte, seed, page uint64, gen uint32) {
+	base := pageStream(seed, page, 0, ClassTrainingWeights)
+	fillGauss(dst, &base, weightScale, false)
+	if gen == 0 {
+		return
+	}
+	upd := pageStream(seed, page, gen, ClassTrainingWeights|trainingUpdateTweak)
+	var buf [trainingChunkFloats * 4]byte
+	for len(dst) >= 4 {
+		n := min(len(dst)/4, trainingChunkFloats)
+		fillGauss(buf[:4*n], &upd, trainingUpdateScale, false)
+		for i := range n {
+			w := math.Float32frombits(binary.LittleEndian.Uint32(dst[4*i:]))
+			u := math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(w+u))
+		}
+		dst = dst[4*n:]
+	}
+}
+
+// trainingChunkFloats is the updates fillTrainingWeights draws at once: a
+// multiple of nine, so that each chunk starts on a jitter word of
+// fillGauss and the chunks draw what one fillGauss call would.
+const trainingChunkFloats = 9 * 32
 
 // laneSum adds the four 16-bit lanes of x.
 func laneSum(x uint64) uint64 {
@@ -165,7 +235,7 @@ const recognizePrefixBytes = 64
 // is exactly data, and false if none is. scratch, one page long, is
 // overwritten. A class is tried on a short prefix first (every generator's
 // output for a shorter buffer is a prefix of its output for a longer one),
-// so a page of explicit bytes costs four short generations.
+// so a page of explicit bytes costs five short generations.
 func classOf(data []byte, seed, page uint64, gen uint32, scratch []byte) (Class, bool) {
 	n := min(recognizePrefixBytes, len(data))
 	for c := ClassWeights; c < ClassExplicit; c++ {

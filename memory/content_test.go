@@ -35,16 +35,20 @@ var golden = map[Class]string{
 	ClassActivations: "b5876a841f51ff68",
 	ClassText:        "59dafbb9c6fa0fc2",
 	ClassRandom:      "991b2f21bbc16d6c",
+	// More keys of it: TestTrainingWeightsGolden.
+	ClassTrainingWeights: "fdb1c787afc4bf1c",
 }
 
 func TestGenerateDependsOnEveryKeyPart(t *testing.T) {
-	base := make([]byte, 4096)
-	Generate(base, ClassText, 1, 2, 3)
-	for name, args := range map[string][3]uint64{"seed": {9, 2, 3}, "page": {1, 9, 3}, "gen": {1, 2, 9}} {
-		other := make([]byte, 4096)
-		Generate(other, ClassText, args[0], args[1], uint32(args[2]))
-		if string(other) == string(base) {
-			t.Errorf("changing the %s does not change the content", name)
+	for _, c := range []Class{ClassText, ClassTrainingWeights} {
+		base := make([]byte, 4096)
+		Generate(base, c, 1, 2, 3)
+		for name, args := range map[string][3]uint64{"seed": {9, 2, 3}, "page": {1, 9, 3}, "gen": {1, 2, 9}, "gen 0": {1, 2, 0}} {
+			other := make([]byte, 4096)
+			Generate(other, c, args[0], args[1], uint32(args[2]))
+			if string(other) == string(base) {
+				t.Errorf("%v: changing the %s does not change the content", c, name)
+			}
 		}
 	}
 }
@@ -90,6 +94,7 @@ func TestCompressionRatios(t *testing.T) {
 		{ClassActivations, 1.3, 2.5},
 		{ClassText, 2.2, 4},
 		{ClassRandom, 0.99, 1.01},
+		{ClassTrainingWeights, 0.99, 1.15},
 	} {
 		raw := make([]byte, 64*4096)
 		for p := range 64 {

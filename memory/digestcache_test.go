@@ -44,7 +44,7 @@ func digestMachine(t *rapid.T) {
 		}
 		return b
 	}
-	classes := []Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom}
+	classes := []Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom, ClassTrainingWeights}
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)

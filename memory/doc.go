@@ -48,7 +48,7 @@
 // # Content
 //
 // A page's content class (zero, model weights, activations, text, random,
-// or explicit bytes) and its generation — how many times it was written —
+// model weights under training, or explicit bytes) and its generation — how many times it was written —
 // are kept beside it. Generated content is a pure function of the window's
 // seed, the page's index in its window, its generation and its class, so
 // a migration's destination that maps a window with the same seed can

@@ -27,6 +27,11 @@ func MixZero() Mix { return single("zero", ClassZero) }
 // MixWeights is all model-weight pages.
 func MixWeights() Mix { return single("weights", ClassWeights) }
 
+// MixTrainingWeights is all pages of model weights under training
+// (ClassTrainingWeights): each rewrite of a page changes its floats by
+// about one optimizer step.
+func MixTrainingWeights() Mix { return single("training-weights", ClassTrainingWeights) }
+
 // MixActivations is all activation pages.
 func MixActivations() Mix { return single("activations", ClassActivations) }
 
@@ -53,9 +58,9 @@ func MixRealistic() Mix {
 func single(name string, c Class) Mix { return Mix{Name: name, Parts: []MixPart{{c, 1}}} }
 
 // Mixes returns the standard mixes that benchmarks compare, in a fixed
-// order: zero, weights, text, random, realistic.
+// order: zero, weights, text, random, realistic, training-weights.
 func Mixes() []Mix {
-	return []Mix{MixZero(), MixWeights(), MixText(), MixRandom(), MixRealistic()}
+	return []Mix{MixZero(), MixWeights(), MixText(), MixRandom(), MixRealistic(), MixTrainingWeights()}
 }
 
 // MixByName returns the standard mix with the given name (any of Mixes, or

@@ -13,6 +13,7 @@ func TestMixPresetsAreCopies(t *testing.T) {
 	presets := map[string]func() Mix{
 		"zero": MixZero, "weights": MixWeights, "activations": MixActivations,
 		"text": MixText, "random": MixRandom, "realistic": MixRealistic,
+		"training-weights": MixTrainingWeights,
 	}
 	spoil := func(m Mix) {
 		for i := range m.Parts {

@@ -46,7 +46,7 @@ func regionMachine(t *rapid.T) {
 		br.roots = append(br.roots, r)
 	}
 	size := int64(pageSize * pages)
-	classes := []Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom}
+	classes := []Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom, ClassTrainingWeights}
 
 	// view picks the root (id 0) or a mapped window, returning per-backing
 	// regions and how to turn a relative page into an absolute one.

@@ -235,7 +235,7 @@ func TestRunsMatchPagesAndRoundTrip(t *testing.T) {
 			n := rapid.IntRange(1, pages-first).Draw(t, "n")
 			switch op := rapid.IntRange(0, 7).Draw(t, "op"); op {
 			case 0:
-				c := rapid.SampledFrom([]Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom}).Draw(t, "class")
+				c := rapid.SampledFrom([]Class{ClassZero, ClassWeights, ClassActivations, ClassText, ClassRandom, ClassTrainingWeights}).Draw(t, "class")
 				for _, r := range both {
 					must(0, r.Fill(first, n, c))
 				}

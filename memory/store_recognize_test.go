@@ -31,6 +31,8 @@ func TestStorePageRecognizesGenerated(t *testing.T) {
 		{"activations", ClassActivations, 3, 5, false, false},
 		{"text", ClassText, 3, 5, false, false},
 		{"random", ClassRandom, 3, 5, false, false},
+		{"training weights", ClassTrainingWeights, 3, 5, false, false},
+		{"training weights at another generation", ClassTrainingWeights, 3, 4, false, true},
 		{"a byte off", ClassText, 3, 5, true, true},
 		{"another generation", ClassWeights, 3, 4, false, true},
 		{"another page", ClassRandom, 4, 5, false, true},

@@ -205,6 +205,10 @@ type Config struct {
 	// EncodeWorkers is how many cores CodecAuto takes the source to
 	// encode on; zero means 1.
 	EncodeWorkers int
+	// Filtering selects the page filters: shuffled float pages and delta
+	// pages. Bytes fidelity only, for now: a Model-fidelity migration
+	// refuses them (ErrConfig).
+	Filtering
 	// BatchBytes is the raw page bytes of one batch record.
 	BatchBytes int
 	// StreamID is the caller's half of the stream's id; the Sim adds its
@@ -226,6 +230,52 @@ type Config struct {
 // level is the checkpoint compression level the configuration asks for:
 // under CodecAuto, the level a stream starts at.
 func (c Config) level() checkpoint.Level { return c.Codec.Level() }
+
+// Filtering selects the page filters of a migration's stream
+// (checkpoint.PageFilters), in the simulated mode (Config) and the live
+// one (live.SendConfig) alike.
+type Filtering struct {
+	// Shuffle groups the bytes of the pages that look like float32 data
+	// (model weights, their deltas) by significance before compression,
+	// as HDF5's and Blosc's shuffle filters do: weights that zstd sends
+	// whole shrink by about 15 %.
+	Shuffle bool
+	// DeltaCacheBytes, if positive, keeps a cache of that many bytes of
+	// what the source sent, and sends a page sent again as the XOR of
+	// its new content with what the destination holds when that has
+	// enough zero bytes, as QEMU's XBZRLE does for guest RAM, here for
+	// framebuffers too (checkpoint.DeltaCache: each region gets a share
+	// in proportion to its size, two pages a slot, so a cache of twice a
+	// region's size holds all of it). The destination checks each
+	// delta's base and fails the migration rather than apply one to
+	// other content.
+	DeltaCacheBytes int64
+}
+
+// Enabled reports whether f asks for page filters, which the stream then
+// declares (checkpoint.WriterOptions.Filters).
+func (f Filtering) Enabled() bool { return f.Shuffle || f.DeltaCacheBytes > 0 }
+
+// PageFilters returns the encoders' page filters f asks for, with a delta
+// cache of its own laid out for regions, the stream's. A negative cache
+// size is an error wrapping ErrConfig.
+func (f Filtering) PageFilters(regions []checkpoint.RegionInfo) (checkpoint.PageFilters, error) {
+	pf := checkpoint.PageFilters{Shuffle: f.Shuffle, Layout: f.Enabled()}
+	if f.DeltaCacheBytes < 0 {
+		return pf, fmt.Errorf("%w: negative delta cache", ErrConfig)
+	}
+	if f.DeltaCacheBytes > 0 {
+		d, err := checkpoint.NewDeltaCache(f.DeltaCacheBytes)
+		if err == nil {
+			err = d.Reset(regions)
+		}
+		if err != nil {
+			return pf, wrap(ErrConfig, err)
+		}
+		pf.Delta = d
+	}
+	return pf, nil
+}
 
 func (c Config) withDefaults() (Config, error) {
 	var err error
@@ -271,6 +321,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
 	case c.MetricsWindow < 0:
 		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
+	case c.DeltaCacheBytes < 0:
+		return c, fmt.Errorf("%w: negative delta cache", ErrConfig)
+	case c.Fidelity == Model && c.Filtering.Enabled():
+		return c, fmt.Errorf("%w: shuffled and delta pages need Bytes fidelity", ErrConfig)
 	}
 	c.Via = slices.Clone(c.Via) // the caller's slice is the caller's to change
 	for i, l := range c.route() {

@@ -45,6 +45,13 @@ type EngineConfig struct {
 	// Now is the clock a Chooser's encode times are taken on; nil means
 	// the wall clock. The live mode passes its injected clock.
 	Now func() time.Time
+	// Filters are the page filters of every batch; the stream must
+	// declare them (checkpoint.WriterOptions.Filters) unless they are
+	// zero. A Delta cache is laid out by its owner (Reset) and told of
+	// every page each Copy sends: a Copy that succeeds commits what it
+	// sent (checkpoint.DeltaCache.Commit), one that fails discards it, so
+	// that the cache never claims a page the destination may not hold.
+	Filters checkpoint.PageFilters
 }
 
 // withDefaults fills in the zero fields and checks the result.
@@ -171,6 +178,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		e.slots[i] = s
 		e.order[i], e.releases[i] = -1, -1
 	}
+	enc.SetFilters(cfg.Filters)
 	e.slots[0].enc = enc
 	// Popped from the end: slot 0, whose encoder exists, goes first.
 	for i := cfg.InFlight - 1; i >= 0; i-- {
@@ -238,10 +246,21 @@ func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id
 		set = e.used
 	}
 	j := batchJob{r: r, set: set, id: id, pages: checkpoint.PagesPerBatch(e.cfg.BatchBytes, r.PageSize())}
+	var tr Traffic
+	var err error
 	if _, queue := dst.(BatchQueue); e.jobs == nil && !queue {
-		return e.copySerial(ctx, dst, j)
+		tr, err = e.copySerial(ctx, dst, j)
+	} else {
+		tr, err = e.copyParallel(ctx, dst, j)
 	}
-	return e.copyParallel(ctx, dst, j)
+	if d := e.cfg.Filters.Delta; d != nil {
+		if err != nil {
+			d.Discard()
+		} else {
+			d.Commit()
+		}
+	}
+	return tr, err
 }
 
 // batchJob is one batch to encode: up to pages pages of set from first,
@@ -303,6 +322,8 @@ func (e *Engine) copySerial(ctx context.Context, dst BatchWriter, j batchJob) (T
 func (t *Traffic) addBatch(b checkpoint.EncodedBatch) {
 	t.Pages += int64(b.Pages)
 	t.ZeroPages += int64(b.ZeroPages)
+	t.DeltaPages += int64(b.DeltaPages)
+	t.UnchangedPages += int64(b.UnchangedPages)
 	t.RawBytes += int64(b.RawBytes)
 	t.WireBytes += payloadBytes(b)
 }

@@ -132,6 +132,7 @@ func (c *parallelCopy) dispatch() {
 				c.fail(wrap(ErrConfig, err))
 				return
 			}
+			enc.SetFilters(e.cfg.Filters)
 			s.enc = enc
 		}
 		timed, err := e.choose(s.enc, &c.job)

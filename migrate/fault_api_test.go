@@ -31,7 +31,7 @@ func TestFaultNames(t *testing.T) {
 // cancel during a stall fails the migration at once.
 func TestInjectRules(t *testing.T) {
 	fw := newFaultWorld(t, false)
-	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(Bytes))
+	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(faultMode{fid: Bytes}))
 	must(t, err)
 	for _, f := range []Fault{0, FaultDestinationGone + 1} {
 		if err := m.Inject(f); !errors.Is(err, ErrConfig) || m.Done() {
@@ -51,7 +51,7 @@ func TestInjectRules(t *testing.T) {
 		t.Fatalf("Inject on an ended migration: %v", err)
 	}
 
-	m, err = fw.sim.Start(m.VM(), fw.src, faultConfig(Bytes))
+	m, err = fw.sim.Start(m.VM(), fw.src, faultConfig(faultMode{fid: Bytes}))
 	must(t, err)
 	runTo(t, m, PhaseQuiesce)
 	must(t, m.Inject(FaultLinkStall))
@@ -126,12 +126,12 @@ func TestOwnershipAtEveryEvent(t *testing.T) {
 	for seed := range uint64(runs) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		paused := rng.IntN(4) == 0
-		fid := []Fidelity{Bytes, Model}[rng.IntN(2)]
-		total := len(cleanEvents(t, paused, fid))
+		mode := []faultMode{{fid: Bytes}, {fid: Model}, {fid: Bytes, filtered: true}}[rng.IntN(3)]
+		total := len(cleanEvents(t, paused, mode))
 		at := rng.IntN(total)
 		fw := newFaultWorld(t, paused)
 		hosts := fw.sim.Hosts()
-		m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(fid))
+		m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(mode))
 		must(t, err)
 		for i := 0; ; i++ {
 			if i == at {

@@ -46,12 +46,31 @@ func newFaultWorld(t testing.TB, paused bool) *faultWorld {
 	return &faultWorld{src: o.Src, dst: o.Dst, third: o.Third, sim: s, vm: o.VM, w: o.W}
 }
 
+// faultMode is how a cell's migration moves pages: its fidelity, and,
+// at Bytes fidelity, whether with page filters (shuffled and delta pages,
+// a delta cache large enough for every page).
+type faultMode struct {
+	fid      Fidelity
+	filtered bool
+}
+
+func (m faultMode) String() string {
+	if m.filtered {
+		return m.fid.String() + "+filters"
+	}
+	return m.fid.String()
+}
+
 // faultConfig is the migration every cell runs. Its stun target is between
 // the expected stun after round 0 (about 126 ms) and the fixed costs
 // (100 ms, PreCopyCosts), so that a running VM takes a second round and
 // then converges; a short stall timeout keeps the stall cells quick.
-func faultConfig(fid Fidelity) Config {
-	return Config{Policy: Policy{StunTarget: 110 * time.Millisecond}, Fidelity: fid, Link: slowLink, Timeout: 2 * time.Second}
+func faultConfig(m faultMode) Config {
+	c := Config{Policy: Policy{StunTarget: 110 * time.Millisecond}, Fidelity: m.fid, Link: slowLink, Timeout: 2 * time.Second}
+	if m.filtered {
+		c.Filtering = Filtering{Shuffle: true, DeltaCacheBytes: 64 * MiB}
+	}
+	return c
 }
 
 // cleanRun is the events of a migration run to its end without a fault.
@@ -59,19 +78,19 @@ func faultConfig(fid Fidelity) Config {
 // run up to its fault.
 type cleanRun struct {
 	paused bool
-	fid    Fidelity
+	mode   faultMode
 }
 
 var cleanRuns = map[cleanRun][]Event{}
 
-func cleanEvents(t *testing.T, paused bool, fid Fidelity) []Event {
+func cleanEvents(t *testing.T, paused bool, mode faultMode) []Event {
 	t.Helper()
-	key := cleanRun{paused, fid}
+	key := cleanRun{paused, mode}
 	if evs, ok := cleanRuns[key]; ok {
 		return evs
 	}
 	fw := newFaultWorld(t, paused)
-	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(fid))
+	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(mode))
 	must(t, err)
 	if _, err := m.Run(); err != nil {
 		t.Fatalf("clean run: %v", err)
@@ -82,9 +101,9 @@ func cleanEvents(t *testing.T, paused bool, fid Fidelity) []Event {
 
 // faultTimes returns the moments of the clean run's events and the moment
 // of the fault point, on the Sim's clock.
-func faultTimes(t *testing.T, p faultPoint, paused bool, fid Fidelity) (events []time.Duration, at time.Duration) {
+func faultTimes(t *testing.T, p faultPoint, paused bool, mode faultMode) (events []time.Duration, at time.Duration) {
 	t.Helper()
-	evs := cleanEvents(t, paused, fid)
+	evs := cleanEvents(t, paused, mode)
 	first, end := -1, -1
 	for i, e := range evs {
 		in := e.Phase == p.phase && e.Round == p.round

@@ -40,9 +40,9 @@ var faultKinds = []faultKind{
 func TestFaultTable(t *testing.T) {
 	type variant struct {
 		paused bool
-		fid    Fidelity
+		mode   faultMode
 	}
-	variants := []variant{{false, Bytes}, {true, Model}}
+	variants := []variant{{false, faultMode{fid: Bytes}}, {true, faultMode{fid: Model}}, {false, faultMode{fid: Bytes, filtered: true}}}
 	if raceEnabled {
 		variants = variants[:1] // the same steps; under the race detector once is enough
 	}
@@ -50,7 +50,7 @@ func TestFaultTable(t *testing.T) {
 	for _, v := range variants {
 		for _, p := range faultPoints {
 			for _, k := range faultKinds {
-				name := fmt.Sprintf("%v/%s/%s", v.fid, p.name, k.name)
+				name := fmt.Sprintf("%v/%s/%s", v.mode, p.name, k.name)
 				if v.paused {
 					name += "/paused"
 				}
@@ -61,7 +61,7 @@ func TestFaultTable(t *testing.T) {
 					if skip {
 						t.Skip("a paused VM dirties nothing: pre-copy ends after round 0")
 					}
-					faultCell(t, p, k, v.paused, v.fid, other)
+					faultCell(t, p, k, v.paused, v.mode, other)
 				})
 				if ok && !skip {
 					passed++
@@ -72,10 +72,10 @@ func TestFaultTable(t *testing.T) {
 	t.Logf("simulated fault table: %d scenarios, each ending with the source as it was and a retry that passed the oracle", passed)
 }
 
-func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, fid Fidelity, retryElsewhere bool) {
-	events, at := faultTimes(t, p, paused, fid)
+func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, mode faultMode, retryElsewhere bool) {
+	events, at := faultTimes(t, p, paused, mode)
 	fw := newFaultWorld(t, paused)
-	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(fid))
+	m, err := fw.sim.Start(fw.vm, fw.dst, faultConfig(mode))
 	must(t, err)
 	advanceChecking(t, fw, events, at)
 	if m.Phase() != p.phase || p.round >= 0 && m.core.Round() != p.round {
@@ -88,7 +88,7 @@ func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, fid Fidelit
 			t.Fatal("a stalled link failed the migration before the timeout")
 		}
 		stepChecking(t, m, fw.sim.Hosts()...)
-		if waited := fw.sim.Now() - at; waited < faultConfig(fid).Timeout {
+		if waited := fw.sim.Now() - at; waited < faultConfig(mode).Timeout {
 			t.Fatalf("a stall failed the migration after %v, before the timeout", waited)
 		}
 	}
@@ -117,7 +117,7 @@ func faultCell(t *testing.T, p faultPoint, k faultKind, paused bool, fid Fidelit
 	if retryElsewhere {
 		to = fw.third
 	}
-	m2, err := fw.sim.Start(fw.vm, to, faultConfig(fid))
+	m2, err := fw.sim.Start(fw.vm, to, faultConfig(mode))
 	must(t, err)
 	runToRelease(t, m2)
 	fw.w.Check(t, m2.VM())
@@ -169,7 +169,7 @@ func TestFaultChain(t *testing.T) {
 	hosts := fw.sim.Hosts()
 	faults := []Fault{FaultLinkDown, FaultDestinationGone}
 	for i, to := range []*vgpu.Host{fw.dst, fw.third} {
-		m, err := fw.sim.Start(fw.vm, to, faultConfig(Bytes))
+		m, err := fw.sim.Start(fw.vm, to, faultConfig(faultMode{fid: Bytes}))
 		must(t, err)
 		runTo(t, m, PhaseFinalRAM)
 		must(t, m.Inject(faults[i]))
@@ -178,7 +178,7 @@ func TestFaultChain(t *testing.T) {
 		if _, err := fw.sim.Advance(200 * time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		m, err = fw.sim.Start(fw.vm, to, faultConfig(Bytes))
+		m, err = fw.sim.Start(fw.vm, to, faultConfig(faultMode{fid: Bytes}))
 		must(t, err)
 		stepChecking(t, m, hosts...)
 		if m.Err() != nil {

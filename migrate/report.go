@@ -16,6 +16,12 @@ type Traffic struct {
 	// after zero elision and compression, with their records' framing.
 	RawBytes  int64 `json:"raw_bytes"`
 	WireBytes int64 `json:"wire_bytes"`
+	// DeltaPages counts the pages sent as deltas against what the
+	// destination held (Config.DeltaCacheBytes), UnchangedPages those of
+	// them sent without bytes because they had not changed; neither is in
+	// ZeroPages.
+	DeltaPages     int64 `json:"delta_pages,omitempty"`
+	UnchangedPages int64 `json:"unchanged_pages,omitempty"`
 }
 
 // Add counts o in t.
@@ -24,6 +30,8 @@ func (t *Traffic) Add(o Traffic) {
 	t.ZeroPages += o.ZeroPages
 	t.RawBytes += o.RawBytes
 	t.WireBytes += o.WireBytes
+	t.DeltaPages += o.DeltaPages
+	t.UnchangedPages += o.UnchangedPages
 }
 
 // Round is one pre-copy round.

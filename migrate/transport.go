@@ -49,7 +49,7 @@ type transport interface {
 func streamMetadata(m *Migration) checkpoint.Metadata { return m.src.Metadata() }
 
 func writerOptions(m *Migration) checkpoint.WriterOptions {
-	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes, Mixed: m.cfg.Codec == CodecAuto}
+	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes, Mixed: m.cfg.Codec == CodecAuto, Filters: m.cfg.Filtering.Enabled()}
 	// The stream id names the migration: the caller's id, then the Sim's
 	// number for it, so that two migrations' streams differ.
 	o.StreamID = StreamID(m.cfg.StreamID, uint64(m.id)+1)
@@ -91,6 +91,9 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	// One worker: the simulated mode encodes on the caller's goroutine,
 	// deterministic and without goroutines.
 	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
+	if ec.Filters, err = m.cfg.Filtering.PageFilters(streamMetadata(m).Regions); err != nil {
+		return nil, err
+	}
 	if m.cfg.Codec == CodecAuto {
 		t.chooser = modelledChooser(m)
 		ec.Chooser = t.chooser

@@ -408,7 +408,7 @@ func (d *stateDecoder) training(w *Training) {
 	w.inFlight = n
 	w.readyAt = d.dur("ready at")
 	w.lastDone = d.dur("last done")
-	w.weights = d.fbSpan(memory.MixWeights(), "weights")
+	w.weights = d.fbSpan(memory.MixTrainingWeights(), "weights")
 	w.acts = d.fbSpan(memory.MixActivations(), "activations")
 	w.optimizer = d.span(d.env.RAM(), memory.MixWeights(), "optimizer state")
 	if d.version == trainingDataLoadVersion {

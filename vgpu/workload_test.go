@@ -124,7 +124,7 @@ func TestTraining(t *testing.T) {
 	}
 	// Every iteration rewrote the weights and the optimizer state.
 	st, _ := vm.Framebuffers()[0].PageState(0)
-	if st.Class != memory.ClassWeights || int64(st.Gen) != m.Completed+1 {
+	if st.Class != memory.ClassTrainingWeights || int64(st.Gen) != m.Completed+1 {
 		t.Errorf("weights page: %+v after %d iterations", st, m.Completed)
 	}
 	ost, _ := vm.RAM().PageState(int(w.optimizer.off / 4096))

@@ -176,7 +176,7 @@ func (w *Training) place(env *Env) (weights, acts, optimizer span, err error) {
 	if c.FootprintBytes > 0 {
 		weightsBytes = firstOfFootprint(c.FootprintBytes, c.ActivationsBytes, fl.page)
 	}
-	if weights, err = fl.take(weightsBytes, memory.MixWeights(), "weights"); err != nil {
+	if weights, err = fl.take(weightsBytes, memory.MixTrainingWeights(), "weights"); err != nil {
 		return
 	}
 	if acts, err = fl.take(c.ActivationsBytes, memory.MixActivations(), "activations"); err != nil {

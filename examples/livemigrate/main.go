@@ -71,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&p.warmup, "warmup", p.warmup, "wall time the workload runs before the migration starts")
 	fs.IntVar(&p.conns, "conns", p.conns, "TCP connections the stream is spread over, the same `N` on both ends")
 	fs.IntVar(&p.engine.Workers, "workers", p.engine.Workers, "goroutines encoding pages at the source, decoding and applying them at the destination")
+	fs.BoolVar(&p.filters.Shuffle, "shuffle", false, "group the bytes of float32 pages (weights, their deltas) by significance before compression")
+	fs.Var(&p.deltaCache, "delta-cache", "send a page sent again as its XOR with what the destination holds, from a cache of `SIZE`\nof what was sent, as 64MiB (QEMU's XBZRLE default); 0 sends every page whole")
 	fs.DurationVar(&p.stunTarget, "stun-target", p.stunTarget, "the stun pre-copy aims under; 0 takes vMotion's one second")
 	fs.DurationVar(&p.timeout, "timeout", p.timeout, "how long either end waits on a connection that makes no progress")
 	fs.Uint64Var(&p.seed, "seed", p.seed, "seed for the VM's memory contents and its workload")
@@ -174,6 +176,8 @@ type params struct {
 	stunTarget       time.Duration
 	engine           migrate.EngineConfig
 	codec            migrate.Codec
+	filters          migrate.Filtering
+	deltaCache       byteSize
 	timeout          time.Duration
 	seed             uint64
 	key              []byte // the migration key; nil for none

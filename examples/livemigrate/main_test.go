@@ -173,6 +173,12 @@ func TestLoopbackUncompressed(t *testing.T) {
 	checkLoopback(t, runArgs(small("-loopback", "-codec", "none")...))
 }
 
+// A training VM with its float pages shuffled and its pages sent again as
+// deltas: the digests agree at both ends.
+func TestLoopbackShuffleDelta(t *testing.T) {
+	checkLoopback(t, runArgs(small("-loopback", "-workload", "training", "-shuffle", "-delta-cache", "64MiB")...))
+}
+
 // Legacy mode: the framebuffer goes during the stun.
 func TestLoopbackLegacy(t *testing.T) {
 	src, _ := checkLoopback(t, runArgs(small("-loopback", "-mode", "legacy")...))

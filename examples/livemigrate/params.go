@@ -54,6 +54,8 @@ func (p *params) set(profile, mode, codec string) error {
 		return fmt.Errorf("-workers %d: want at least 1", p.engine.Workers)
 	case p.ramBytes <= 0:
 		return fmt.Errorf("-ram %v: want a positive size", p.ramBytes)
+	case p.deltaCache < 0:
+		return fmt.Errorf("-delta-cache %v: want a size, or 0 for none", p.deltaCache)
 	case p.warmup < 0:
 		return fmt.Errorf("-warmup %v is negative", p.warmup)
 	case p.stunTarget < 0:
@@ -63,6 +65,7 @@ func (p *params) set(profile, mode, codec string) error {
 	case p.vmID == "":
 		return fmt.Errorf("-vm: want a VM ID")
 	}
+	p.filters.DeltaCacheBytes = int64(p.deltaCache)
 	return nil
 }
 

@@ -43,6 +43,10 @@ type SendConfig struct {
 	// connections or being written to them: 0 means two for each worker
 	// and two for each connection.
 	Engine migrate.EngineConfig
+	// Filtering selects the page filters, as in the simulated mode:
+	// shuffled float pages and delta pages. Engine.Filters must be left
+	// zero; Send sets it from these.
+	migrate.Filtering
 	// AdaptiveCodec chooses each batch's codec — none, S2 or zstd at its
 	// fastest — as the migration goes (migrate.CodecAuto): the one that
 	// moves memory fastest given the rate the connections take bytes at
@@ -115,6 +119,9 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 	}
 	if c.Engine.BatchBytes < 4096 || c.Engine.BatchBytes > checkpoint.MaxBatchBytes {
 		return c, fmt.Errorf("%w: batch of %d bytes outside [4 KiB, 64 MiB]", migrate.ErrConfig, c.Engine.BatchBytes)
+	}
+	if c.Engine.Filters != (checkpoint.PageFilters{}) {
+		return c, fmt.Errorf("%w: set SendConfig.Filtering, not Engine.Filters", migrate.ErrConfig)
 	}
 	err = endDefaults(c.EncryptionKey, &c.Timeout, &c.HandshakeTimeout, &c.MinBytesPerSec, &c.DigestWorkers, &c.Lock, &c.Clock)
 	return c, err

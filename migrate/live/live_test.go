@@ -34,13 +34,16 @@ func TestLiveMigrateLoopback(t *testing.T) {
 		mode    migrate.Mode
 		auto    bool
 		recv    ReceiveConfig
+		filters migrate.Filtering
 	}{
-		{"one connection", 1, 1, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{}},
-		{"three connections, two workers", 3, 2, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{Workers: 3}},
-		{"uncompressed, encrypted", 2, 2, checkpoint.LevelNone, key, migrate.PreCopy, false, ReceiveConfig{}},
-		{"s2, encrypted, one batch in flight", 2, 2, checkpoint.LevelS2, key, migrate.PreCopy, false, ReceiveConfig{Workers: 1, InFlight: 1}},
-		{"adaptive, three connections, encrypted", 3, 2, checkpoint.LevelFastest, key, migrate.PreCopy, true, ReceiveConfig{Workers: 2}},
-		{"legacy", 1, 2, checkpoint.LevelFastest, nil, migrate.Legacy, false, ReceiveConfig{}},
+		{"one connection", 1, 1, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{}, migrate.Filtering{}},
+		{"three connections, two workers", 3, 2, checkpoint.LevelFastest, nil, migrate.PreCopy, false, ReceiveConfig{Workers: 3}, migrate.Filtering{}},
+		{"uncompressed, encrypted", 2, 2, checkpoint.LevelNone, key, migrate.PreCopy, false, ReceiveConfig{}, migrate.Filtering{}},
+		{"s2, encrypted, one batch in flight", 2, 2, checkpoint.LevelS2, key, migrate.PreCopy, false, ReceiveConfig{Workers: 1, InFlight: 1}, migrate.Filtering{}},
+		{"adaptive, three connections, encrypted", 3, 2, checkpoint.LevelFastest, key, migrate.PreCopy, true, ReceiveConfig{Workers: 2}, migrate.Filtering{}},
+		{"legacy", 1, 2, checkpoint.LevelFastest, nil, migrate.Legacy, false, ReceiveConfig{}, migrate.Filtering{}},
+		{"shuffled and delta pages, three connections, encrypted", 3, 2, checkpoint.LevelFastest, key, migrate.PreCopy, false, ReceiveConfig{Workers: 2},
+			migrate.Filtering{Shuffle: true, DeltaCacheBytes: 64 * MiB}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst := hostPair(t, memory.Sparse, 1)
@@ -52,7 +55,7 @@ func TestLiveMigrateLoopback(t *testing.T) {
 			var kinds []migrate.EventKind
 			res := liveMigrate(context.Background(), vm, dst, rws(sc), rws(dc),
 				SendConfig{Policy: migrate.Policy{Mode: tc.mode}, Engine: migrate.EngineConfig{Workers: tc.workers, Level: tc.level}, AdaptiveCodec: tc.auto,
-					EncryptionKey: tc.key, Lock: run, Progress: func(p migrate.Event) { kinds = append(kinds, p.Kind) }},
+					Filtering: tc.filters, EncryptionKey: tc.key, Lock: run, Progress: func(p migrate.Event) { kinds = append(kinds, p.Kind) }},
 				withKey(tc.recv, tc.key))
 			if res.srcErr != nil || res.dstErr != nil {
 				t.Fatalf("source: %v; destination: %v", res.srcErr, res.dstErr)
@@ -72,6 +75,9 @@ func TestLiveMigrateLoopback(t *testing.T) {
 			r := res.srcRep
 			if r.Outcome != migrate.PhaseDone || !r.Live || len(r.Rounds) == 0 || r.Stun <= 0 || r.Stun > r.Total || r.Destination != "dst" {
 				t.Fatalf("report: %v", r)
+			}
+			if tc.filters.DeltaCacheBytes > 0 && r.PreCopy.DeltaPages+r.Final.RAM.DeltaPages == 0 {
+				t.Fatalf("no delta page in %d rounds: %v", len(r.Rounds), r)
 			}
 			if kinds[0] != migrate.PhaseStarted || kinds[len(kinds)-1] != migrate.Done || !slices.Contains(kinds, migrate.SwitchedOver) || !slices.Contains(kinds, migrate.RoundEnded) {
 				t.Fatalf("progress kinds %v", kinds)

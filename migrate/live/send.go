@@ -59,6 +59,11 @@ func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfi
 	if s.cfg.Engine.InFlight == 0 {
 		s.cfg.Engine.InFlight = sendInFlight(s.cfg.Engine.Workers, len(conns))
 	}
+	// The delta cache is laid out for the VM's regions once the stream's
+	// metadata is known (setup).
+	if s.cfg.Engine.Filters, err = cfg.Filtering.PageFilters(nil); err != nil {
+		return nil, err
+	}
 	eng, err := migrate.NewEngine(s.cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -242,7 +247,13 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	for i, w := range s.out.start(s.conns.writers(), s.cfg.Clock.Now, s.eng.Config().InFlight) {
 		outs[i].W = w
 	}
-	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes, Mixed: s.cfg.Engine.Chooser != nil}
+	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes,
+		Mixed: s.cfg.Engine.Chooser != nil, Filters: s.cfg.Filtering.Enabled()}
+	if d := s.cfg.Engine.Filters.Delta; d != nil {
+		if err := d.Reset(meta.Regions); err != nil {
+			return 0, wrap(migrate.ErrConfig, err)
+		}
+	}
 	if s.cfg.EncryptionKey != nil {
 		opts.Encryption = checkpoint.EncryptionRequired
 	}

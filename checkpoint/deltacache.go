@@ -1,0 +1,215 @@
+package checkpoint
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// DefaultDeltaCacheBytes is a DeltaCache's size when none is given: 64
+// MiB, the default of QEMU's xbzrle-cache-size (QEMU documentation,
+// "Migration features: XBZRLE", and the migrate-set-parameters command).
+const DefaultDeltaCacheBytes = 64 << 20
+
+// DeltaCache is a sender's record of what the reader holds of the pages it
+// sent: for as many pages as its memory allows, the content last sent. A
+// BatchEncoder given one (PageFilters.Delta) looks each page up, sends the
+// XOR with the cached content when that pays, and tells the cache the
+// page's new content.
+//
+// Its memory is bounded: Reset lays it out for a stream's regions, giving
+// each a share of the bytes in proportion to its size. A region's pages
+// map to its slots by index, modulo the number of slots, so a region that
+// fits has a slot for every page, and one that does not shares them. Each
+// slot holds two pages' worth: the content the reader holds, which a
+// lookup reads, and the content sent since the last Commit, which becomes
+// what the reader holds at the Commit. So lookups never see a change made
+// during the same pass, and which page keeps a shared slot (the one of
+// highest index sent during the pass) does not depend on the order in
+// which the pages were encoded: encoders on several goroutines encode the
+// same bytes as one.
+//
+// A page must be added at most once between two Commits, and every page
+// the reader receives must go through an encoder with this cache, or the
+// cache be Reset: the cache otherwise claims content the reader no longer
+// holds. The reader checks each delta's base against what it holds
+// (ErrDeltaBase), so such a mistake fails the stream rather than
+// corrupting a page.
+//
+// Lookups and additions are safe for concurrent use by the encoders of one
+// pass; Reset and Commit are not, and are called between passes.
+type DeltaCache struct {
+	capacity int64
+	regions  map[uint32]*deltaRegion
+	// staged lists the slots given new content since the last Commit,
+	// as (region, slot) pairs.
+	mu     sync.Mutex
+	staged []deltaRef
+	held   int64 // bytes of page buffers allocated
+}
+
+// deltaRegion is the cache of one region.
+type deltaRegion struct {
+	pageSize int
+	slots    []deltaSlot
+	locks    [deltaLockStripes]sync.Mutex
+}
+
+// deltaLockStripes is the number of locks a region's slots share.
+const deltaLockStripes = 64
+
+// deltaSlot is one slot: the content the reader holds for page key (cur,
+// none when key is -1), and the content staged for page nkey since the
+// last Commit (next, when staged).
+type deltaSlot struct {
+	key, nkey int
+	sum, nsum uint64
+	cur, next []byte // nil next with staged: the page is zero, and leaves the cache
+	staged    bool
+}
+
+type deltaRef struct {
+	region *deltaRegion
+	slot   int
+}
+
+// NewDeltaCache returns a cache of at most capacityBytes of page
+// content (DefaultDeltaCacheBytes if zero; negative is an error). It holds
+// nothing until Reset lays it out.
+func NewDeltaCache(capacityBytes int64) (*DeltaCache, error) {
+	if capacityBytes < 0 {
+		return nil, invalid("delta cache of %d bytes", capacityBytes)
+	}
+	if capacityBytes == 0 {
+		capacityBytes = DefaultDeltaCacheBytes
+	}
+	return &DeltaCache{capacity: capacityBytes}, nil
+}
+
+// Capacity returns the most bytes of page content the cache holds.
+func (c *DeltaCache) Capacity() int64 { return c.capacity }
+
+// HeldBytes returns the bytes of page content the cache has allocated, at
+// most its Capacity.
+func (c *DeltaCache) HeldBytes() int64 { return c.held }
+
+// Reset forgets every page and lays the cache out for regions: the reader
+// of the next stream holds nothing the cache knows of. Each region gets
+// slots in proportion to its size, two pages of its size each, and at
+// most one a page; a region whose share is under two pages gets none, and
+// its pages are always sent whole. Buffers are allocated as pages arrive,
+// so a cache larger than what is sent costs only what is sent.
+func (c *DeltaCache) Reset(regions []RegionInfo) error {
+	var total int64
+	for _, ri := range regions {
+		if ri.PageSize <= 0 || ri.SizeBytes < 0 {
+			return invalid("region %d of %d bytes in pages of %d", ri.ID, ri.SizeBytes, ri.PageSize)
+		}
+		total += ri.SizeBytes
+	}
+	c.regions = make(map[uint32]*deltaRegion, len(regions))
+	c.staged, c.held = c.staged[:0], 0
+	for _, ri := range regions {
+		if _, dup := c.regions[ri.ID]; dup {
+			return invalid("region %d declared twice", ri.ID)
+		}
+		share := c.capacity
+		if total > c.capacity {
+			// In proportion to size; the product fits in an int64 for
+			// any capacity and total under 2^31 GiB.
+			share = int64(float64(c.capacity) * float64(ri.SizeBytes) / float64(total))
+		}
+		n := min(share/int64(2*ri.PageSize), int64(ri.Pages()))
+		r := &deltaRegion{pageSize: ri.PageSize, slots: make([]deltaSlot, n)}
+		for i := range r.slots {
+			r.slots[i].key = -1
+		}
+		c.regions[ri.ID] = r
+	}
+	return nil
+}
+
+// lookup returns the content the reader holds for page index of region
+// and its xxhash64, or false when the cache does not know it.
+func (c *DeltaCache) lookup(region uint32, index int) ([]byte, uint64, bool) {
+	r := c.regions[region]
+	if r == nil || len(r.slots) == 0 {
+		return nil, 0, false
+	}
+	s := &r.slots[index%len(r.slots)]
+	if s.key != index {
+		return nil, 0, false
+	}
+	return s.cur, s.sum, true
+}
+
+// add tells the cache that page index of region was sent with content
+// page, or as a zero page if page is nil. It takes the slot unless a page
+// of higher index took it during this pass.
+func (c *DeltaCache) add(region uint32, index int, page []byte) {
+	r := c.regions[region]
+	if r == nil || len(r.slots) == 0 {
+		return
+	}
+	i := index % len(r.slots)
+	mu := &r.locks[i%deltaLockStripes]
+	mu.Lock()
+	s := &r.slots[i]
+	if s.staged && s.nkey > index {
+		mu.Unlock()
+		return
+	}
+	first := !s.staged
+	s.staged, s.nkey = true, index
+	grown := 0
+	if page == nil {
+		// A zero page leaves the cache: it costs nothing to send again.
+		s.next = s.next[:0]
+		s.nsum = 0
+	} else {
+		if cap(s.next) < len(page) {
+			grown = len(page) - cap(s.next)
+			s.next = make([]byte, len(page))
+		}
+		s.next = append(s.next[:0], page...)
+		s.nsum = xxhash.Sum64(page)
+	}
+	mu.Unlock()
+	if first || grown > 0 {
+		c.mu.Lock()
+		if first {
+			c.staged = append(c.staged, deltaRef{r, i})
+		}
+		c.held += int64(grown)
+		c.mu.Unlock()
+	}
+}
+
+// Commit makes the content sent since the last Commit what the reader
+// holds: call it once every page added since has reached the reader's
+// stream. A slot whose page was last sent as a zero page becomes empty.
+func (c *DeltaCache) Commit() {
+	for _, ref := range c.staged {
+		s := &ref.region.slots[ref.slot]
+		s.staged = false
+		if len(s.next) == 0 {
+			s.key = -1
+			continue
+		}
+		s.key, s.sum = s.nkey, s.nsum
+		s.cur, s.next = s.next, s.cur
+	}
+	c.staged = slices.Delete(c.staged, 0, len(c.staged))
+}
+
+// Discard forgets the content sent since the last Commit and every page
+// it touched: after a pass that failed part way, the reader may or may not
+// hold what was sent, so the cache claims nothing of those pages.
+func (c *DeltaCache) Discard() {
+	for _, ref := range c.staged {
+		s := &ref.region.slots[ref.slot]
+		s.staged, s.key = false, -1
+	}
+	c.staged = slices.Delete(c.staged, 0, len(c.staged))
+}
