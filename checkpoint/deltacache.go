@@ -61,12 +61,15 @@ const deltaLockStripes = 64
 
 // deltaSlot is one slot: the content the reader holds for page key (cur,
 // none when key is -1), and the content staged for page nkey since the
-// last Commit (next, when staged).
+// last Commit (next, when staged). A slot of a page known by an id alone
+// (AddID) holds the id in sum and no content.
 type deltaSlot struct {
-	key, nkey int
-	sum, nsum uint64
-	cur, next []byte // nil next with staged: the page is zero, and leaves the cache
-	staged    bool
+	key, nkey       int
+	sum, nsum       uint64
+	cur, next       []byte
+	idOnly, nidOnly bool
+	nzero           bool // staged as a zero page, which leaves the cache
+	staged          bool
 }
 
 type deltaRef struct {
@@ -130,24 +133,77 @@ func (c *DeltaCache) Reset(regions []RegionInfo) error {
 	return nil
 }
 
-// lookup returns the content the reader holds for page index of region
-// and its xxhash64, or false when the cache does not know it.
-func (c *DeltaCache) lookup(region uint32, index int) ([]byte, uint64, bool) {
+// slot returns the slot of page index of region that holds it, or nil
+// when the cache does not know the page.
+func (c *DeltaCache) slot(region uint32, index int) *deltaSlot {
 	r := c.regions[region]
 	if r == nil || len(r.slots) == 0 {
-		return nil, 0, false
+		return nil
 	}
 	s := &r.slots[index%len(r.slots)]
 	if s.key != index {
-		return nil, 0, false
+		return nil
 	}
-	return s.cur, s.sum, true
+	return s
+}
+
+// lookup returns the content the reader holds for page index of region
+// and its xxhash64, or false when the cache does not hold it.
+func (c *DeltaCache) lookup(region uint32, index int) ([]byte, uint64, bool) {
+	if s := c.slot(region, index); s != nil && !s.idOnly {
+		return s.cur, s.sum, true
+	}
+	return nil, 0, false
+}
+
+// LookupID returns the id the page index of region was last sent with
+// (AddID), or false when the cache does not know the page by an id: it
+// never sent it, the page lost its slot, or it was sent with its bytes.
+func (c *DeltaCache) LookupID(region uint32, index int) (uint64, bool) {
+	if s := c.slot(region, index); s != nil && s.idOnly {
+		return s.sum, true
+	}
+	return 0, false
+}
+
+// AddID tells the cache that page index of region was sent with content
+// known by id alone, as a simulator that sends generated pages by their
+// class and generation knows it, or as a zero page if zero. It takes a
+// slot by the rule of the pages sent with their bytes and holds no
+// content, so that a simulated sender's cache keeps the pages a real one
+// of the same size would.
+func (c *DeltaCache) AddID(region uint32, index int, id uint64, zero bool) {
+	c.stage(region, index, func(s *deltaSlot) int {
+		s.nsum, s.nidOnly, s.nzero = id, true, zero
+		return 0
+	})
 }
 
 // add tells the cache that page index of region was sent with content
-// page, or as a zero page if page is nil. It takes the slot unless a page
-// of higher index took it during this pass.
+// page, or as a zero page if page is nil.
 func (c *DeltaCache) add(region uint32, index int, page []byte) {
+	c.stage(region, index, func(s *deltaSlot) int {
+		s.nidOnly, s.nzero = false, page == nil
+		if page == nil {
+			// A zero page leaves the cache: it costs nothing to send
+			// again.
+			return 0
+		}
+		grown := 0
+		if cap(s.next) < len(page) {
+			grown = len(page) - cap(s.next)
+			s.next = make([]byte, len(page))
+		}
+		s.next = append(s.next[:0], page...)
+		s.nsum = xxhash.Sum64(page)
+		return grown
+	})
+}
+
+// stage gives page index of region its slot's staged entry, filled by
+// fill (which returns the bytes of buffer it allocated), unless a page of
+// higher index took the slot during this pass.
+func (c *DeltaCache) stage(region uint32, index int, fill func(*deltaSlot) int) {
 	r := c.regions[region]
 	if r == nil || len(r.slots) == 0 {
 		return
@@ -162,19 +218,7 @@ func (c *DeltaCache) add(region uint32, index int, page []byte) {
 	}
 	first := !s.staged
 	s.staged, s.nkey = true, index
-	grown := 0
-	if page == nil {
-		// A zero page leaves the cache: it costs nothing to send again.
-		s.next = s.next[:0]
-		s.nsum = 0
-	} else {
-		if cap(s.next) < len(page) {
-			grown = len(page) - cap(s.next)
-			s.next = make([]byte, len(page))
-		}
-		s.next = append(s.next[:0], page...)
-		s.nsum = xxhash.Sum64(page)
-	}
+	grown := fill(s)
 	mu.Unlock()
 	if first || grown > 0 {
 		c.mu.Lock()
@@ -193,12 +237,14 @@ func (c *DeltaCache) Commit() {
 	for _, ref := range c.staged {
 		s := &ref.region.slots[ref.slot]
 		s.staged = false
-		if len(s.next) == 0 {
+		if s.nzero {
 			s.key = -1
 			continue
 		}
-		s.key, s.sum = s.nkey, s.nsum
-		s.cur, s.next = s.next, s.cur
+		s.key, s.sum, s.idOnly = s.nkey, s.nsum, s.nidOnly
+		if !s.idOnly {
+			s.cur, s.next = s.next, s.cur
+		}
 	}
 	c.staged = slices.Delete(c.staged, 0, len(c.staged))
 }

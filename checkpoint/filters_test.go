@@ -393,7 +393,8 @@ func TestDeltaBaseMismatchFails(t *testing.T) {
 
 // TestDeltaCacheIndependentOfOrder checks that a pass's additions leave the
 // cache the same whatever their order, as encoders on several goroutines
-// add them: the slot a page keeps and what a lookup returns.
+// add them: the slot a page keeps and what a lookup returns, for pages
+// added with their bytes, by an id alone (AddID) or as zero pages.
 func TestDeltaCacheIndependentOfOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		const ps = memory.MinPageSize
@@ -401,15 +402,16 @@ func TestDeltaCacheIndependentOfOrder(t *testing.T) {
 		slots := rapid.IntRange(1, pages).Draw(t, "slots")
 		regions := []RegionInfo{{ID: 1, SizeBytes: int64(pages * ps), PageSize: ps}}
 		sent := rapid.SliceOfNDistinct(rapid.IntRange(0, pages-1), 1, pages, rapid.ID[int]).Draw(t, "sent")
-		zero := rapid.SliceOfN(rapid.Bool(), len(sent), len(sent)).Draw(t, "zero")
+		how := rapid.SliceOfN(rapid.IntRange(0, 2), len(sent), len(sent)).Draw(t, "zero, bytes or id")
 		perm := rapid.Permutation(slices.Clone(sent)).Draw(t, "order")
-		content := func(p int) []byte {
-			if zero[slices.Index(sent, p)] {
-				return nil
-			}
-			return bytes.Repeat([]byte{byte(p + 1)}, ps)
+		kind := func(p int) int { return how[slices.Index(sent, p)] }
+		content := func(p int) []byte { return bytes.Repeat([]byte{byte(p + 1)}, ps) }
+		type held struct {
+			data []byte
+			id   uint64
+			byID bool
 		}
-		state := func(order []int) [][]byte {
+		state := func(order []int) []held {
 			c, err := NewDeltaCache(int64(2 * slots * ps))
 			if err != nil {
 				t.Fatal(err)
@@ -418,27 +420,40 @@ func TestDeltaCacheIndependentOfOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range order {
-				c.add(1, p, content(p))
+				switch kind(p) {
+				case 0:
+					c.add(1, p, nil)
+				case 1:
+					c.add(1, p, content(p))
+				case 2:
+					c.AddID(1, p, uint64(p)+100, false)
+				}
 			}
 			c.Commit()
-			held := make([][]byte, pages)
+			hs := make([]held, pages)
 			for p := range pages {
 				if data, _, ok := c.lookup(1, p); ok {
-					held[p] = bytes.Clone(data)
+					hs[p].data = bytes.Clone(data)
 				}
+				hs[p].id, hs[p].byID = c.LookupID(1, p)
 			}
 			if c.HeldBytes() > c.Capacity() {
 				t.Fatalf("cache holds %d bytes, capacity %d", c.HeldBytes(), c.Capacity())
 			}
-			return held
+			return hs
 		}
 		a, b := state(sent), state(perm)
 		for p := range pages {
-			if !bytes.Equal(a[p], b[p]) {
-				t.Fatalf("page %d: cached %d bytes in one order, %d in another", p, len(a[p]), len(b[p]))
+			if !bytes.Equal(a[p].data, b[p].data) || a[p].id != b[p].id || a[p].byID != b[p].byID {
+				t.Fatalf("page %d: cached %d bytes or id %d in one order, %d bytes or id %d in another", p, len(a[p].data), a[p].id, len(b[p].data), b[p].id)
 			}
-			if a[p] != nil && !bytes.Equal(a[p], content(p)) {
+			switch {
+			case a[p].data != nil && (kind(p) != 1 || !bytes.Equal(a[p].data, content(p))):
 				t.Fatalf("page %d: cached content is not what was sent", p)
+			case a[p].byID && (kind(p) != 2 || a[p].id != uint64(p)+100):
+				t.Fatalf("page %d: cached id %d is not what was sent", p, a[p].id)
+			case a[p].data != nil && a[p].byID:
+				t.Fatalf("page %d: cached by its bytes and by an id", p)
 			}
 		}
 	})

@@ -206,8 +206,9 @@ type Config struct {
 	// encode on; zero means 1.
 	EncodeWorkers int
 	// Filtering selects the page filters: shuffled float pages and delta
-	// pages. Bytes fidelity only, for now: a Model-fidelity migration
-	// refuses them (ErrConfig).
+	// pages. In Model fidelity their wire sizes are measured by class, as
+	// the pages' are (WireModel), and the delta cache keeps the pages a
+	// Bytes-fidelity one would.
 	Filtering
 	// BatchBytes is the raw page bytes of one batch record.
 	BatchBytes int
@@ -323,8 +324,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
 	case c.DeltaCacheBytes < 0:
 		return c, fmt.Errorf("%w: negative delta cache", ErrConfig)
-	case c.Fidelity == Model && c.Filtering.Enabled():
-		return c, fmt.Errorf("%w: shuffled and delta pages need Bytes fidelity", ErrConfig)
 	}
 	c.Via = slices.Clone(c.Via) // the caller's slice is the caller's to change
 	for i, l := range c.route() {

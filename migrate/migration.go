@@ -173,7 +173,7 @@ func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (Co
 	}
 	var err error
 	c.UsedFramebuffer, err = usedPagesOf(vm.Framebuffers(), func(counts *[memory.ClassExplicit]int64, ps int) (int64, error) {
-		return wm.Wire(PageEncoding{PageSize: ps, BatchBytes: cfg.BatchBytes, Level: cfg.level(), Encrypted: cfg.EncryptionKey != nil}, counts)
+		return wm.Wire(cfg.encoding(cfg.level(), ps), counts)
 	})
 	return c, err
 }

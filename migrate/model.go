@@ -12,12 +12,25 @@ import (
 )
 
 // PageEncoding is what a page's wire size depends on besides its
-// content: its size, the batch it goes in, the level it is encoded at, and
-// whether its records are encrypted.
+// content: its size, the batch it goes in, the level it is encoded at,
+// whether its records are encrypted, and the page filters of its stream
+// (Filtering): shuffled pages, and delta pages against a cache of what was
+// sent.
 type PageEncoding struct {
 	PageSize, BatchBytes int
 	Level                checkpoint.Level
 	Encrypted            bool
+	Shuffle, Delta       bool
+}
+
+// filters are the page filters of encoders measuring pages encoded as k
+// says, with cache as the delta cache where k has delta pages.
+func (k PageEncoding) filters(cache *checkpoint.DeltaCache) checkpoint.PageFilters {
+	f := checkpoint.PageFilters{Shuffle: k.Shuffle, Layout: k.Shuffle || k.Delta}
+	if k.Delta {
+		f.Delta = cache
+	}
+	return f
 }
 
 // classCosts are the wire sizes of generated pages, measured by encoding a
@@ -29,6 +42,18 @@ type classCosts struct {
 	// classBytes[c] is the wire size of samplePages pages of class c,
 	// without the batch's own overhead.
 	classBytes [memory.ClassExplicit]int64
+	// With delta pages, resentBytes[c] is the wire size of samplePages
+	// pages of class c sent again at their next generation, the content
+	// sent before held by the destination (delta pages where the encoder
+	// finds that pays), and unchangedBytes that of samplePages pages sent
+	// again unchanged.
+	resentBytes    [memory.ClassExplicit]int64
+	unchangedBytes int64
+	// resentDeltas[c] is how many of those samplePages pages of class c
+	// sent again the encoder sent as deltas: all, where a new generation
+	// changes little (ClassTrainingWeights), none where it is a fresh
+	// draw.
+	resentDeltas [memory.ClassExplicit]int64
 	// perBatch is a page batch record's overhead: record framing, the
 	// batch's header and, for compressed batches, the zstd frame's.
 	perBatch int64
@@ -98,21 +123,60 @@ func measuredCosts(k PageEncoding) (*classCosts, error) {
 // encoded as enc says, in batches of enc.BatchBytes with their records'
 // framing.
 func (w *WireModel) Wire(enc PageEncoding, counts *[memory.ClassExplicit]int64) (int64, error) {
-	cc, err := w.get(enc)
-	if err != nil {
-		return 0, err
-	}
-	return cc.wire(counts, enc), nil
+	wire, _, err := w.WireOf(enc, &PageCounts{Whole: *counts})
+	return wire, err
 }
 
-// wire is the wire bytes of counts pages of each class at costs cc.
-func (cc *classCosts) wire(counts *[memory.ClassExplicit]int64, enc PageEncoding) int64 {
-	wire, pages := int64(0), int64(0)
-	for cl, n := range counts {
-		pages += n
-		wire += scaleBytes(n, cc.classBytes[cl], cc.samplePages)
+// PageCounts are generated pages to size, by content class: sent whole,
+// and sent again at a new generation or unchanged, their content sent
+// before held by the destination. Pages sent again cost what they cost
+// whole unless the encoding has delta pages; only with delta pages are
+// pages counted unchanged.
+type PageCounts struct {
+	Whole, Resent [memory.ClassExplicit]int64
+	Unchanged     int64
+}
+
+// pages returns the number of pages c counts.
+func (c *PageCounts) pages() int64 {
+	n := c.Unchanged
+	for cl := range c.Whole {
+		n += c.Whole[cl] + c.Resent[cl]
 	}
-	return wire + checkpoint.Batches(pages, enc.BatchBytes, enc.PageSize)*cc.perBatch
+	return n
+}
+
+// WireOf is the wire bytes of the pages c counts, encoded as enc says, in
+// batches of enc.BatchBytes with their records' framing, and how many of
+// them go as delta pages, the unchanged ones included.
+func (w *WireModel) WireOf(enc PageEncoding, c *PageCounts) (wire, deltaPages int64, err error) {
+	cc, err := w.get(enc)
+	if err != nil {
+		return 0, 0, err
+	}
+	wire, deltaPages = cc.wire(c, enc)
+	return wire, deltaPages, nil
+}
+
+// wire is the wire bytes of the pages c counts at costs cc, and how many
+// go as delta pages.
+func (cc *classCosts) wire(c *PageCounts, enc PageEncoding) (wire, deltaPages int64) {
+	if !enc.Delta {
+		// Every page goes whole.
+		var whole [memory.ClassExplicit]int64
+		for cl := range whole {
+			whole[cl] = c.Whole[cl] + c.Resent[cl]
+		}
+		c = &PageCounts{Whole: whole}
+	}
+	wire = scaleBytes(c.Unchanged, cc.unchangedBytes, cc.samplePages)
+	deltaPages = c.Unchanged
+	for cl := range c.Whole {
+		wire += scaleBytes(c.Whole[cl], cc.classBytes[cl], cc.samplePages)
+		wire += scaleBytes(c.Resent[cl], cc.resentBytes[cl], cc.samplePages)
+		deltaPages += scaleBytes(c.Resent[cl], cc.resentDeltas[cl], cc.samplePages)
+	}
+	return wire + checkpoint.Batches(c.pages(), enc.BatchBytes, enc.PageSize)*cc.perBatch, deltaPages
 }
 
 // sampleSeed keys the pages measured; any fixed value gives reproducible
@@ -140,48 +204,73 @@ func measureCosts(k PageEncoding) (*classCosts, error) {
 		return nil, wrap(ErrConfig, err)
 	}
 	defer enc.Close()
+	n := max(1, k.BatchBytes/k.PageSize)
+	// A cache of every page measured: a page sent again finds what it was
+	// sent as before.
+	cache, err := checkpoint.NewDeltaCache(int64(2 * n * k.PageSize))
+	if err != nil {
+		return nil, wrap(ErrConfig, err)
+	}
+	enc.SetFilters(k.filters(cache))
 	page := make([]byte, k.PageSize)
-	encode := func(c memory.Class, n int) (int64, error) {
+	// encode encodes n pages of class c at generation gen, the cache
+	// holding what the encodes since the last reset sent.
+	encode := func(c memory.Class, n int, gen uint32) (checkpoint.EncodedBatch, int64, error) {
 		if err := enc.Begin(0, k.PageSize); err != nil {
-			return 0, err
+			return checkpoint.EncodedBatch{}, 0, err
 		}
 		for j := range n {
-			memory.Generate(page, c, sampleSeed, uint64(j), 1)
-			if err := enc.Add(j, 1, page); err != nil {
-				return 0, err
+			memory.Generate(page, c, sampleSeed, uint64(j), gen)
+			if err := enc.Add(j, gen, page); err != nil {
+				return checkpoint.EncodedBatch{}, 0, err
 			}
 		}
 		b, err := enc.Finish()
 		if err != nil {
-			return 0, err
+			return checkpoint.EncodedBatch{}, 0, err
 		}
-		size := int64(0)
-		for _, p := range b.Payload {
-			size += int64(len(p))
-		}
-		return size, nil
+		cache.Commit()
+		return b, payloadBytes(b), nil
 	}
-	n := max(1, k.BatchBytes/k.PageSize)
+	reset := func() error {
+		return cache.Reset([]checkpoint.RegionInfo{{ID: 0, SizeBytes: int64(n * k.PageSize), PageSize: k.PageSize}})
+	}
 	c := &classCosts{samplePages: int64(n)}
 	// A batch of one zero page and one of two tell the header from a page
 	// table entry.
-	one, err := encode(memory.ClassZero, 1)
+	_, one, err := encode(memory.ClassZero, 1, 1)
 	if err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
-	two, err := encode(memory.ClassZero, 2)
+	_, two, err := encode(memory.ClassZero, 2, 1)
 	if err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
 	header := one - (two - one)
 	for cl := memory.ClassZero; cl < memory.ClassExplicit; cl++ {
-		size, err := encode(cl, n)
-		if err != nil {
+		// The class sent, then sent again at its next generation, then
+		// unchanged: the last two find the first's content held.
+		var sizes [3]int64
+		if err := reset(); err != nil {
 			return nil, wrap(ErrConfig, err)
+		}
+		for i, gen := range []uint32{1, 2, 2} {
+			b, size, err := encode(cl, n, gen)
+			if err != nil {
+				return nil, wrap(ErrConfig, err)
+			}
+			sizes[i] = size
+			if i == 1 {
+				c.resentDeltas[cl] = int64(b.DeltaPages)
+			}
 		}
 		// A compressed batch's zstd frame header is counted with its
 		// pages; it is a few bytes in a megabyte.
-		c.classBytes[cl] = max(size-header, 0)
+		c.classBytes[cl] = max(sizes[0]-header, 0)
+		c.resentBytes[cl] = max(sizes[1]-header, 0)
+		if cl == memory.ClassTrainingWeights {
+			c.unchangedBytes = max(sizes[2]-header, 0)
+		}
 	}
 	framing, err := recordFraming(k)
 	if err != nil {
@@ -236,6 +325,11 @@ type modelTransport struct {
 	explicit *memory.PageSet
 	scratch  *memory.PageSet
 	received [][]byte
+	// delta is the delta cache, with delta pages: the explicit pages'
+	// encoder keeps their content in it, and send the generated pages'
+	// class and generation, so that it holds what the Bytes fidelity's
+	// cache would.
+	delta *checkpoint.DeltaCache
 }
 
 func newModelTransport(m *Migration, costs *WireModel) (*modelTransport, error) {
@@ -245,6 +339,10 @@ func newModelTransport(m *Migration, costs *WireModel) (*modelTransport, error) 
 		return nil, wrap(ErrConfig, err)
 	}
 	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
+	if ec.Filters, err = m.cfg.Filtering.PageFilters(streamMetadata(m).Regions); err != nil {
+		return nil, err
+	}
+	t.delta = ec.Filters.Delta
 	if m.cfg.Codec == CodecAuto {
 		t.pinned = &pinnedChooser{level: m.cfg.level()}
 		ec.Chooser = t.pinned
@@ -257,7 +355,19 @@ func newModelTransport(m *Migration, costs *WireModel) (*modelTransport, error) 
 
 // encoding is how the migration encodes pages of ps bytes at level.
 func (m *Migration) encoding(level checkpoint.Level, ps int) PageEncoding {
-	return PageEncoding{PageSize: ps, BatchBytes: m.cfg.BatchBytes, Level: level, Encrypted: m.cfg.EncryptionKey != nil}
+	return m.cfg.encoding(level, ps)
+}
+
+// encoding is how a migration configured by c encodes pages of ps bytes
+// at level.
+func (c Config) encoding(level checkpoint.Level, ps int) PageEncoding {
+	return c.Filtering.Encoding(PageEncoding{PageSize: ps, BatchBytes: c.BatchBytes, Level: level, Encrypted: c.EncryptionKey != nil})
+}
+
+// Encoding returns enc with f's page filters.
+func (f Filtering) Encoding(enc PageEncoding) PageEncoding {
+	enc.Shuffle, enc.Delta = f.Shuffle, f.DeltaCacheBytes > 0
+	return enc
 }
 
 // chooseLevel is CodecAuto's level for a region's pages of counts, by
@@ -314,13 +424,22 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		generated += n
 	}
 	tr.Pages, tr.ZeroPages, tr.RawBytes = generated, counts[memory.ClassZero], generated*int64(ps)
-	if tr.WireBytes, err = t.costs.Wire(t.m.encoding(level, ps), &counts); err != nil {
+	pc := PageCounts{Whole: counts}
+	if t.delta != nil {
+		if err := t.resent(i, src, set, &pc); err != nil {
+			t.delta.Discard()
+			return Traffic{}, err
+		}
+		tr.UnchangedPages = pc.Unchanged
+	}
+	if tr.WireBytes, tr.DeltaPages, err = t.costs.WireOf(t.m.encoding(level, ps), &pc); err != nil {
 		return Traffic{}, err
 	}
 	t.modelled += tr.WireBytes
 	if t.explicit.Len() > 0 {
 		// Explicit pages have no class to regenerate from: copy them and
-		// encode them for real.
+		// encode them for real. The engine commits the delta cache, the
+		// generated pages' entries with its own.
 		before := t.w.Offset()
 		et, err := t.eng.Copy(context.Background(), t.w, src, uint32(i), t.explicit)
 		if err != nil {
@@ -331,8 +450,41 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		}
 		et.WireBytes = t.w.Offset() - before
 		tr.Add(et)
+	} else if t.delta != nil {
+		t.delta.Commit()
 	}
 	return tr, nil
+}
+
+// resent moves from pc.Whole to pc.Resent and pc.Unchanged the generated
+// pages of set, of region i of src, that the delta cache knows the
+// destination holds, changed or not, and tells the cache what each
+// generated page is now: its class and generation, which determine its
+// content. A page the cache holds may be counted as a delta only if it
+// was sent with its class and generation; the encoder, which sees the
+// bytes, decides for each class whether a delta pays (classCosts).
+func (t *modelTransport) resent(i int, src *memory.Region, set *memory.PageSet, pc *PageCounts) error {
+	id := uint32(i)
+	for p := set.Next(0); p >= 0; p = set.Next(p + 1) {
+		if t.explicit.Has(p) {
+			continue
+		}
+		st, err := src.PageState(p)
+		if err != nil {
+			return wrap(ErrSource, err)
+		}
+		now := uint64(st.Class)<<32 | uint64(st.Gen)
+		if held, ok := t.delta.LookupID(id, p); ok && st.Class != memory.ClassZero {
+			pc.Whole[st.Class]--
+			if held == now {
+				pc.Unchanged++
+			} else {
+				pc.Resent[st.Class]++
+			}
+		}
+		t.delta.AddID(id, p, now, st.Class == memory.ClassZero)
+	}
+	return nil
 }
 
 // level is the level pages of counts are sent at: the configured codec's,

@@ -35,15 +35,39 @@ type liveWorld struct {
 	w               *counterWorkload
 	run             *Runner
 	frozen          bool // guarded by run: no more writes, the failure's moment has passed
+	// filters are the page filters of the world's migrations.
+	filters migrate.Filtering
 }
 
-func newLiveWorld(t *testing.T, paused bool) *liveWorld {
+// liveVariant is how a cell's VM and migration differ from the plain
+// one's: the VM paused, or the migration with page filters.
+type liveVariant struct {
+	paused, filtered bool
+}
+
+func (v liveVariant) String() string {
+	switch {
+	case v.paused:
+		return "/paused"
+	case v.filtered:
+		return "/filters"
+	}
+	return ""
+}
+
+// newLiveWorld builds the table's world for variant v.
+func newLiveWorld(t *testing.T, v liveVariant) *liveWorld {
 	t.Helper()
-	fw := newFaultWorld(t, paused)
+	fw := newFaultWorld(t, v.paused)
 	// 4000 pages a second: every page of the oracle rewritten in 50 ms of
 	// the host's time, so liveRoundGap rewrites them all, throttled or not.
 	fw.w.PagesPerSec = 4000
 	lw := &liveWorld{src: fw.src, dst: fw.dst, third: fw.third, vm: fw.vm, w: fw.w, run: NewRunner(fw.src, 0)}
+	if v.filtered {
+		// A cache of every page: the pages rewritten between rounds go
+		// as deltas.
+		lw.filters = migrate.Filtering{Shuffle: true, DeltaCacheBytes: 64 * MiB}
+	}
 	lw.run.Start()
 	t.Cleanup(func() { _ = lw.run.Stop() })
 	return lw
@@ -99,7 +123,7 @@ func (lw *liveWorld) attempt(t *testing.T, to *vgpu.Host, pl livePlan, timeout t
 	var advErr error
 	// Pages go uncompressed, so that the final pages outgrow the source's
 	// buffer and leave it in the phase that sends them.
-	scfg := SendConfig{Policy: migrate.Policy{StunTarget: time.Nanosecond, MaxRounds: liveRounds}, Engine: migrate.EngineConfig{Level: checkpoint.LevelNone}, Timeout: timeout, Lock: lw.run, Progress: func(p migrate.Event) {
+	scfg := SendConfig{Policy: migrate.Policy{StunTarget: time.Nanosecond, MaxRounds: liveRounds}, Engine: migrate.EngineConfig{Level: checkpoint.LevelNone}, Filtering: lw.filters, Timeout: timeout, Lock: lw.run, Progress: func(p migrate.Event) {
 		if p.Kind != migrate.RoundEnded {
 			return
 		}
@@ -157,14 +181,14 @@ func snapshotOf(vm *vgpu.VM) (sourceImage, error) {
 // cleanRound0 is the wire bytes of round 0 in a migration of the table's
 // world without a fault, from the end of the stream's metadata record to
 // the end of round 0's record.
-var cleanRound0Bytes = map[bool]int64{}
+var cleanRound0Bytes = map[liveVariant]int64{}
 
-func cleanRound0(t *testing.T, paused bool) int64 {
+func cleanRound0(t *testing.T, v liveVariant) int64 {
 	t.Helper()
-	if n, ok := cleanRound0Bytes[paused]; ok {
+	if n, ok := cleanRound0Bytes[v]; ok {
 		return n
 	}
-	lw := newLiveWorld(t, paused)
+	lw := newLiveWorld(t, v)
 	var units []wireUnit
 	pl := livePlan{act: actPass, probe: true, cut: func(us []wireUnit) (int64, bool) { units = us; return 0, false }}
 	att := lw.attempt(t, lw.dst, pl, 20*time.Second)
@@ -177,7 +201,7 @@ func cleanRound0(t *testing.T, paused bool) int64 {
 			from = u.end
 		}
 		if u.kind == unitRecord && u.typ == recEndOfRound {
-			cleanRound0Bytes[paused] = u.end - from
+			cleanRound0Bytes[v] = u.end - from
 			return u.end - from
 		}
 	}

@@ -149,32 +149,26 @@ func planFor(p livePoint, kind string, round0 int64) livePlan {
 // migration, to the same destination or the third host, succeeds and
 // passes the oracle, pages dirtied during the failed attempt included.
 func TestLiveFaultTable(t *testing.T) {
-	variants := []bool{false, true} // paused
+	variants := []liveVariant{{}, {paused: true}, {filtered: true}}
 	short := raceEnabled || testing.Short()
 	if short {
 		variants = variants[:1]
 	}
 	cells, passed := 0, 0
-	for _, paused := range variants {
+	for vi, v := range variants {
 		for i, p := range livePoints {
 			for j, k := range liveKinds {
 				// Under the race detector or -short, and for a paused VM
-				// (the same steps), one kind a point, each in turn; a
-				// paused VM sends no final pages.
-				turn := i % len(liveKinds)
-				if paused {
-					turn = (i + 1) % len(liveKinds)
-				}
-				if (short || paused) && j != turn || paused && p.name == "final-round" {
+				// or page filters (the same steps), one kind a point,
+				// each in turn; a paused VM sends no final pages.
+				turn := (i + vi) % len(liveKinds)
+				if (short || vi > 0) && j != turn || v.paused && p.name == "final-round" {
 					continue
 				}
-				name := p.name + "/" + k
-				if paused {
-					name += "/paused"
-				}
+				name := p.name + "/" + k + v.String()
 				elsewhere := cells%2 == 1
 				cells++
-				if t.Run(name, func(t *testing.T) { liveFaultCell(t, p, k, paused, elsewhere) }) {
+				if t.Run(name, func(t *testing.T) { liveFaultCell(t, p, k, v, elsewhere) }) {
 					passed++
 				}
 			}
@@ -183,9 +177,10 @@ func TestLiveFaultTable(t *testing.T) {
 	t.Logf("live fault table: %d scenarios of %d, each ending with nothing lost and a retry that passed the oracle", passed, cells)
 }
 
-func liveFaultCell(t *testing.T, p livePoint, kind string, paused, elsewhere bool) {
-	lw := newLiveWorld(t, paused)
-	pl := planFor(p, kind, cleanRound0(t, paused))
+func liveFaultCell(t *testing.T, p livePoint, kind string, v liveVariant, elsewhere bool) {
+	paused := v.paused
+	lw := newLiveWorld(t, v)
+	pl := planFor(p, kind, cleanRound0(t, v))
 	timeout := 20 * time.Second
 	if kind == "link-stalled" {
 		timeout = liveStallTimeout()
@@ -302,7 +297,7 @@ func checkSourceFrozen(t *testing.T, lw *liveWorld, before sourceImage, want vgp
 // TestLiveFaultChain moves a VM A -> B -> C, each hop failing once first,
 // and checks the oracle at B and at C, its workload carried along.
 func TestLiveFaultChain(t *testing.T) {
-	lw := newLiveWorld(t, false)
+	lw := newLiveWorld(t, liveVariant{})
 	failures := []livePlan{
 		planFor(livePoints[3], "link-dropped", 0),     // final round
 		planFor(livePoints[4], "destination-gone", 0), // device-state record

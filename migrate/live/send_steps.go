@@ -202,8 +202,8 @@ func (s *sender) measureWireSizes() {
 // encoding is how the batches of pages of pageSize bytes are encoded at
 // level.
 func (s *sender) encoding(level checkpoint.Level, pageSize int) migrate.PageEncoding {
-	return migrate.PageEncoding{PageSize: pageSize, BatchBytes: s.cfg.Engine.BatchBytes, Level: level,
-		Encrypted: s.cfg.EncryptionKey != nil}
+	return s.cfg.Filtering.Encoding(migrate.PageEncoding{PageSize: pageSize, BatchBytes: s.cfg.Engine.BatchBytes, Level: level,
+		Encrypted: s.cfg.EncryptionKey != nil})
 }
 
 // predictWire sizes counts pages of each class at the level the next
