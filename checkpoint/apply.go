@@ -361,11 +361,14 @@ func storeBatch(b *Batch, r *memory.Region, page *[]byte) error {
 }
 
 // StoreDelta stores delta page p into r: it reads the page r holds, checks
-// it against the base the sender XORed with (an error wrapping
-// ErrDeltaBase if it differs, the page left as it was), applies the XOR
-// and stores the result at p's generation. *page is scratch of r's page
-// size, grown if need be. Apply and ParallelApply call it for every delta
-// page; a caller storing a Reader's batches itself must too.
+// it against the base the sender XORed with, applies the XOR and stores
+// the result at p's generation. *page is scratch of r's page size, grown
+// if need be. Apply and ParallelApply call it for every delta page; a
+// caller storing a Reader's batches itself must too. Its errors are not
+// *Error values, which carry a stream offset it does not know: one that
+// wraps ErrDeltaBase says the page held is not the delta's base (the page
+// is left as it was), any other is r's (memory's sentinels) or ErrInvalid
+// for a page that is no delta.
 func StoreDelta(r *memory.Region, p Page, page *[]byte) error {
 	if !p.Kind.Delta() {
 		return invalid("page %d of kind %v is no delta", p.Index, p.Kind)

@@ -171,9 +171,6 @@ func (e *BatchEncoder) SetFilters(f PageFilters) {
 	e.open, e.filters = false, f
 }
 
-// Filters returns the encoder's page filters.
-func (e *BatchEncoder) Filters() PageFilters { return e.filters }
-
 // Begin starts a batch of pages of region, whose pages are pageSize bytes.
 // It forgets any batch not finished.
 func (e *BatchEncoder) Begin(region uint32, pageSize int) error {
@@ -218,7 +215,7 @@ func (e *BatchEncoder) Add(index int, gen uint32, page []byte) error {
 	if len(page) != e.pageSize {
 		return invalid("page of %d bytes, want %d", len(page), e.pageSize)
 	}
-	if e.filters.filtered() {
+	if e.filters.Enabled() {
 		n := len(e.raw)
 		e.raw = append(e.raw, page...)
 		e.place(index, gen, n, memory.IsZero(page))
@@ -251,7 +248,7 @@ func (e *BatchEncoder) AddFrom(r *memory.Region, index int) error {
 	if err != nil {
 		return invalid("page %d", index).withCause(err)
 	}
-	if e.filters.filtered() {
+	if e.filters.Enabled() {
 		e.raw = e.raw[:n+e.pageSize]
 		e.place(index, st.Gen, n, st.Class == memory.ClassZero || memory.IsZero(slot))
 		return nil
@@ -299,7 +296,7 @@ func (e *BatchEncoder) place(index int, gen uint32, n int, zero bool) {
 		switch {
 		case zeros == len(x):
 			kind = PageUnchanged
-		case zeros*deltaMinZeroFraction >= len(x):
+		case zeros*deltaMinZeroDivisor >= len(x):
 			kind, data = PageDelta|e.storage(x, true), x
 		default:
 			kind = e.storage(page, false)
@@ -352,7 +349,7 @@ func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
 	e.idx = append(e.idx, index)
 	e.gens = append(e.gens, gen)
 	e.kinds = append(e.kinds, kind)
-	if kind.Storage() == PageZero {
+	if kind == PageZero {
 		e.zero++
 	}
 	e.last = index
@@ -412,7 +409,7 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 	for _, g := range e.gens {
 		h = appendUvarint(h, uint64(g))
 	}
-	filtered := e.filters.filtered()
+	filtered := e.filters.Enabled()
 	deltas, unchanged := 0, 0
 	if filtered {
 		for _, s := range e.baseSums {
@@ -449,7 +446,7 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 	return EncodedBatch{
 		Region:         e.region,
 		Pages:          len(e.idx),
-		ZeroPages:      e.zero - unchanged,
+		ZeroPages:      e.zero,
 		RawBytes:       len(e.idx) * e.pageSize,
 		Sum:            sum,
 		Level:          e.level,

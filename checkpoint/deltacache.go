@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -105,24 +106,26 @@ func (c *DeltaCache) HeldBytes() int64 { return c.held }
 // so a cache larger than what is sent costs only what is sent.
 func (c *DeltaCache) Reset(regions []RegionInfo) error {
 	var total int64
+	ids := make(map[uint32]bool, len(regions))
 	for _, ri := range regions {
-		if ri.PageSize <= 0 || ri.SizeBytes < 0 {
+		switch {
+		case ri.PageSize <= 0 || ri.SizeBytes < 0:
 			return invalid("region %d of %d bytes in pages of %d", ri.ID, ri.SizeBytes, ri.PageSize)
+		case ids[ri.ID]:
+			return invalid("region %d declared twice", ri.ID)
 		}
+		ids[ri.ID] = true
 		total += ri.SizeBytes
 	}
 	c.regions = make(map[uint32]*deltaRegion, len(regions))
 	c.staged, c.held = c.staged[:0], 0
 	for _, ri := range regions {
-		if _, dup := c.regions[ri.ID]; dup {
-			return invalid("region %d declared twice", ri.ID)
-		}
-		share := c.capacity
-		if total > c.capacity {
-			// In proportion to size; the product fits in an int64 for
-			// any capacity and total under 2^31 GiB.
-			share = int64(float64(c.capacity) * float64(ri.SizeBytes) / float64(total))
-		}
+		// In proportion to size, so that the shares add up to the
+		// capacity at most, exactly: the product in 128 bits, the
+		// quotient no more than the capacity.
+		hi, lo := bits.Mul64(uint64(c.capacity), uint64(ri.SizeBytes))
+		q, _ := bits.Div64(hi, lo, uint64(max(total, 1)))
+		share := int64(q)
 		n := min(share/int64(2*ri.PageSize), int64(ri.Pages()))
 		r := &deltaRegion{pageSize: ri.PageSize, slots: make([]deltaSlot, n)}
 		for i := range r.slots {

@@ -36,17 +36,15 @@ type PageFilters struct {
 	Shuffle bool
 	// Delta, if set, sends a page as its XOR with what the reader holds
 	// (PageDelta) when the cache knows that and the XOR has enough zero
-	// bytes (deltaMinZeroFraction). The cache is told of every page the
+	// bytes (deltaMinZeroDivisor). The cache is told of every page the
 	// encoder adds.
 	Delta *DeltaCache
-	// Layout gives the batches the layout of version 1.3 even when
-	// neither Shuffle nor Delta is set, for the encoders of a stream that
-	// declares page filters but does not use them.
-	Layout bool
 }
 
-// filtered reports whether f gives batches the layout of version 1.3.
-func (f PageFilters) filtered() bool { return f.Shuffle || f.Delta != nil || f.Layout }
+// Enabled reports whether f selects a filter, and so gives batches the
+// layout of version 1.3, which the stream must declare
+// (WriterOptions.Filters).
+func (f PageFilters) Enabled() bool { return f.Shuffle || f.Delta != nil }
 
 // shuffleElementBytes is the element size of the shuffle: float32.
 const shuffleElementBytes = 4
@@ -115,15 +113,15 @@ func looksFloat32(p []byte) bool {
 	return topPairs >= floatTopPairs && bottomPairs <= floatBottomPairs
 }
 
-// deltaMinZeroFraction is the share of zero bytes an XOR needs to be sent
-// as a delta: at least a quarter. Below it the XOR is about as noisy as the
+// deltaMinZeroDivisor sets the share of zero bytes an XOR needs to be sent
+// as a delta: at least one in deltaMinZeroDivisor, a quarter. Below it the XOR is about as noisy as the
 // page itself, as when a page is rewritten with fresh content, and the
 // whole page costs no more. Assumption: the zero bytes are what the
 // compressor removes (zero runs in QEMU's XBZRLE, which sends the page
 // whole when the run-length encoded XOR would not be smaller); the exact
 // share matters little, since the XOR of a page changed in place is mostly
 // zeros and that of a rewritten page almost never is.
-const deltaMinZeroFraction = 4
+const deltaMinZeroDivisor = 4
 
 // xorInto writes a XOR b to dst, all of one length, a multiple of eight,
 // and returns the number of zero bytes of the result.

@@ -74,6 +74,89 @@ func BenchmarkCodec(b *testing.B) {
 	}
 }
 
+// BenchmarkCodecResent encodes a batch of pages sent again, their
+// previous content in the delta cache: weights under a training step's
+// update (memory.ClassTrainingWeights) at their next generation, the
+// pages the training workload rewrites. It compares zstd alone, zstd with
+// delta pages, and zstd with delta and shuffled pages, and reports
+// wire/raw:
+//
+//	go test -run '^$' -bench 'CodecResent' -count 3 ./checkpoint
+func BenchmarkCodecResent(b *testing.B) {
+	const batchBytes = 1 << 20
+	pages := batchBytes / benchPageSize
+	before, gens := benchPages(b, memory.MixTrainingWeights(), batchBytes)
+	after := make([]byte, batchBytes)
+	for p := range pages {
+		gens[p]++
+		memory.Generate(after[p*benchPageSize:(p+1)*benchPageSize], memory.ClassTrainingWeights, 99, uint64(p), gens[p])
+	}
+	for _, codec := range []struct {
+		name           string
+		shuffle, delta bool
+	}{{"zstd", false, false}, {"zstd+delta", false, true}, {"zstd+delta+shuffle", true, true}} {
+		b.Run("content=training-weights/codec="+codec.name, func(b *testing.B) {
+			enc, err := NewBatchEncoder(LevelFastest)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer enc.Close()
+			cache, err := NewDeltaCache(2 * batchBytes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			encode := func(src []byte) int64 {
+				if err := enc.Begin(0, benchPageSize); err != nil {
+					b.Fatal(err)
+				}
+				for p := range pages {
+					if err := enc.Add(p, gens[p], src[p*benchPageSize:(p+1)*benchPageSize]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				eb, err := enc.Finish()
+				if err != nil {
+					b.Fatal(err)
+				}
+				return payloadLen(eb)
+			}
+			// Each encode sends the pages again with what the last one
+			// sent held: the pages before, then the pages after.
+			resend := func() int64 {
+				if err := cache.Reset(benchMeta(batchBytes).Regions); err != nil {
+					b.Fatal(err)
+				}
+				encode(before)
+				cache.Commit()
+				wire := encode(after)
+				cache.Discard()
+				return wire
+			}
+			f := PageFilters{Shuffle: codec.shuffle}
+			if codec.delta {
+				f.Delta = cache
+			}
+			enc.SetFilters(f)
+			wire := resend()
+			b.SetBytes(batchBytes)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				if err := cache.Reset(benchMeta(batchBytes).Regions); err != nil {
+					b.Fatal(err)
+				}
+				encode(before)
+				cache.Commit()
+				b.StartTimer()
+				encode(after)
+				cache.Discard()
+			}
+			b.ReportMetric(float64(wire)/batchBytes, "wire/raw")
+		})
+	}
+}
+
 // payloadLen returns the size of b's payload.
 func payloadLen(b EncodedBatch) int64 {
 	n := 0

@@ -129,7 +129,7 @@ func writeFilteredStream(tb fataler, src *memory.Region, level Level, f PageFilt
 		}
 	}
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, meta, WriterOptions{Level: level, Filters: true, StreamID: testStreamID})
+	w, err := NewWriter(&buf, meta, WriterOptions{Level: level, Filters: f.Enabled(), StreamID: testStreamID})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -225,7 +225,6 @@ func TestFilteredRoundsMatchSource(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		f.Layout = true
 		level := rapid.SampledFrom([]Level{LevelNone, LevelFastest, LevelS2}).Draw(t, "level")
 		classes := []memory.Class{memory.ClassWeights, memory.ClassText, memory.ClassRandom, memory.ClassActivations, memory.ClassZero}
 		rounds := rapid.IntRange(1, 5).Draw(t, "rounds")
@@ -572,4 +571,51 @@ func deltaSeedStream(tb testing.TB) []byte {
 		tb.Fatalf("seed stream has %d delta pages, %d unchanged; want 4 and 1", deltas, unchanged)
 	}
 	return stream
+}
+
+// TestDeltaCacheStaysWithinCapacity lays a cache out for regions of any
+// sizes and page sizes, sends every page of each twice with its bytes,
+// and checks that the cache never holds more than its capacity, and that
+// a region small enough beside the capacity keeps every page.
+func TestDeltaCacheStaysWithinCapacity(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		capacity := int64(rapid.IntRange(1, 64).Draw(t, "capacity KiB")) << 10
+		var regions []RegionInfo
+		for i := range rapid.IntRange(1, 4).Draw(t, "regions") {
+			ps := rapid.SampledFrom([]int{64, 512, 4096}).Draw(t, "page size")
+			pages := rapid.IntRange(0, 40).Draw(t, "pages")
+			regions = append(regions, RegionInfo{ID: uint32(i), SizeBytes: int64(pages * ps), PageSize: ps})
+		}
+		c, err := NewDeltaCache(capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Reset(regions); err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		for _, ri := range regions {
+			total += ri.SizeBytes
+		}
+		for pass := range 2 {
+			for _, ri := range regions {
+				for p := range ri.Pages() {
+					c.add(ri.ID, p, bytes.Repeat([]byte{byte(pass + 1)}, ri.PageSize))
+				}
+			}
+			c.Commit()
+			if c.HeldBytes() > c.Capacity() {
+				t.Fatalf("pass %d: cache holds %d bytes, capacity %d", pass, c.HeldBytes(), c.Capacity())
+			}
+		}
+		if 2*total <= capacity {
+			for _, ri := range regions {
+				for p := range ri.Pages() {
+					if _, _, ok := c.lookup(ri.ID, p); !ok {
+						t.Fatalf("region %d page %d not cached though every page fits", ri.ID, p)
+					}
+				}
+			}
+		}
+	})
 }

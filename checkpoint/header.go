@@ -12,9 +12,10 @@ import (
 // knows (see FORMAT.md).
 //
 // A writer declares the oldest minor version that has what its stream
-// needs: 1.1 for codec CodecS2 or CodecMixed, 1.2 for the records of a
-// suspend file (WriterOptions.Snapshot), 1.3 for page filters
-// (WriterOptions.Filters), 1.0 otherwise. A stream of codec
+// needs: 1.1 for codec CodecS2 or CodecMixed, 1.3 for page filters
+// (WriterOptions.Filters) and for the records of a suspend file
+// (WriterOptions.Snapshot), which 1.2 added and whose page runs may name
+// since 1.3 the class of weights under training, 1.0 otherwise. A stream of codec
 // none or zstd without those records is still written as version 1.0,
 // byte for byte as before 1.1 existed, so that a 1.0 reader keeps reading
 // what it could read before.

@@ -178,7 +178,8 @@ type WriterOptions struct {
 	// Snapshot declares a stream that may carry what a suspend file
 	// needs beyond page batches: attachments (Writer.WriteAttachment) and
 	// regions as page runs (Writer.WriteRuns, Writer.WriteRegionRuns), the
-	// records of version 1.2, which the header then declares.
+	// records of version 1.2. The header declares 1.3, whose page runs may
+	// name the class of weights under training.
 	Snapshot bool
 	// Filters declares a stream whose page batches have the layout of
 	// version 1.3 (FORMAT.md), which the header then declares: a batch
@@ -229,7 +230,10 @@ type Limits struct {
 	MaxRecordBytes int
 	// MaxBatchBytes bounds the decoded non-zero pages of one batch
 	// (pages × page size); it is also the zstd decoder's maximum memory,
-	// and the most an S2 block may declare. Default 4 MiB.
+	// and the most an S2 block may declare. Default 4 MiB. A batch
+	// decoder of a stream with page filters keeps up to three buffers of
+	// this size: the frame's pages, the shuffled frame's, and those
+	// regrouped.
 	MaxBatchBytes int
 	// MaxPagesPerRecord bounds the pages of one batch, zero pages
 	// included. Default 65536.

@@ -207,7 +207,7 @@ func (rd *Reader) control(rec Record) (skip bool, err error) {
 			return false, newError(ErrUnknownRecord, rec.Offset, int64(rec.Seq), "record type %v in a version %d.%d stream", rec.Type, VersionMajor, rd.rr.Header().Minor)
 		}
 		if rec.Type == RecordPageRuns {
-			if why, overLimit := decodePageRuns(rec.Payload, &rd.runs, &rd.meta, rd.opts.Limits.MaxPagesPerRecord, rd.newer); why != "" {
+			if why, overLimit := decodePageRuns(rec.Payload, &rd.runs, &rd.meta, rd.opts.Limits.MaxPagesPerRecord, rd.rr.Header().Minor, rd.newer); why != "" {
 				return false, newError(malformedOrLimit(overLimit), rec.Offset, int64(rec.Seq), "page runs: %s", why)
 			}
 			pages, zero := rd.runs.Pages()

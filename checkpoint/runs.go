@@ -84,6 +84,22 @@ func appendPageRuns(b []byte, region uint32, runs []memory.Run) []byte {
 	return b
 }
 
+// runsName reports whether a run of runs, or a part of its mix, is of
+// class c.
+func runsName(runs []memory.Run, c memory.Class) bool {
+	for _, r := range runs {
+		if r.Mix.Parts == nil && r.Class == c {
+			return true
+		}
+		for _, p := range r.Mix.Parts {
+			if p.Class == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkRuns reports what is wrong with runs as runs of a region of pages
 // pages, "" if nothing: a writer's check, the one a reader's decode makes.
 // They are what a region takes (memory.CheckRuns), and none is of pages
@@ -103,7 +119,7 @@ func checkRuns(runs []memory.Run, pages int) string {
 // decodePageRuns decodes the payload of a page runs record into pr,
 // reusing its slices, for a stream whose metadata is meta. Runs are
 // bounded by maxRuns, their pages by their region's.
-func decodePageRuns(p []byte, pr *PageRuns, meta *Metadata, maxRuns int, newer bool) (why string, overLimit bool) {
+func decodePageRuns(p []byte, pr *PageRuns, meta *Metadata, maxRuns int, minor uint16, newer bool) (why string, overLimit bool) {
 	d := newDecoder(p)
 	pr.Region = d.uint32("region")
 	n := d.uvarint("run count")
@@ -170,6 +186,11 @@ func decodePageRuns(p []byte, pr *PageRuns, meta *Metadata, maxRuns int, newer b
 	}
 	if why := checkRuns(pr.Runs, pages); why != "" {
 		return why, false
+	}
+	if minor < minorFilters && runsName(pr.Runs, memory.ClassTrainingWeights) {
+		// A 1.2 reader takes class 5 for explicit pages, which no run
+		// holds, and refuses it: so is it refused here.
+		return "run of class " + memory.ClassTrainingWeights.String() + " in a version 1." + utoa(uint64(minor)) + " stream", false
 	}
 	pr.Sum = xxhashSum(p)
 	return "", false

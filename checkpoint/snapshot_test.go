@@ -43,7 +43,7 @@ func TestPageRunsRoundTrip(t *testing.T) {
 	runs := testRuns()
 	payload := appendPageRuns(nil, 3, runs)
 	var pr PageRuns
-	if why, _ := decodePageRuns(payload, &pr, &meta, 1<<16, false); why != "" {
+	if why, _ := decodePageRuns(payload, &pr, &meta, 1<<16, VersionMinor, false); why != "" {
 		t.Fatal(why)
 	}
 	if diff := cmp.Diff(comparableRuns(runs), comparableRuns(pr.Runs)); diff != "" {
@@ -108,7 +108,7 @@ func TestPageRunsRefused(t *testing.T) {
 		{"gap wrapping around", record(3, 2, run(0, 2, 0, 1), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 1, 0, 1}), false},
 	} {
 		var pr PageRuns
-		why, over := decodePageRuns(c.payload, &pr, &meta, 16, false)
+		why, over := decodePageRuns(c.payload, &pr, &meta, 16, VersionMinor, false)
 		if why == "" || over != c.limit {
 			t.Errorf("%s: %q, over the limit %v", c.name, why, over)
 		}

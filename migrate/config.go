@@ -249,8 +249,17 @@ type Filtering struct {
 	// in proportion to its size, two pages a slot, so a cache of twice a
 	// region's size holds all of it). The destination checks each
 	// delta's base and fails the migration rather than apply one to
-	// other content.
+	// other content. In Legacy mode the framebuffers are sent once, in
+	// the stun: their share of the cache finds nothing sent before.
 	DeltaCacheBytes int64
+}
+
+// validate refuses what f cannot ask for: a negative cache.
+func (f Filtering) validate() error {
+	if f.DeltaCacheBytes < 0 {
+		return fmt.Errorf("%w: delta cache of %d bytes", ErrConfig, f.DeltaCacheBytes)
+	}
+	return nil
 }
 
 // Enabled reports whether f asks for page filters, which the stream then
@@ -261,9 +270,9 @@ func (f Filtering) Enabled() bool { return f.Shuffle || f.DeltaCacheBytes > 0 }
 // cache of its own laid out for regions, the stream's. A negative cache
 // size is an error wrapping ErrConfig.
 func (f Filtering) PageFilters(regions []checkpoint.RegionInfo) (checkpoint.PageFilters, error) {
-	pf := checkpoint.PageFilters{Shuffle: f.Shuffle, Layout: f.Enabled()}
-	if f.DeltaCacheBytes < 0 {
-		return pf, fmt.Errorf("%w: negative delta cache", ErrConfig)
+	pf := checkpoint.PageFilters{Shuffle: f.Shuffle}
+	if err := f.validate(); err != nil {
+		return pf, err
 	}
 	if f.DeltaCacheBytes > 0 {
 		d, err := checkpoint.NewDeltaCache(f.DeltaCacheBytes)
@@ -322,8 +331,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: encryption key of %d bytes, want %d", ErrConfig, len(c.EncryptionKey), checkpoint.KeySize)
 	case c.MetricsWindow < 0:
 		return c, fmt.Errorf("%w: negative metrics window", ErrConfig)
-	case c.DeltaCacheBytes < 0:
-		return c, fmt.Errorf("%w: negative delta cache", ErrConfig)
+	}
+	if err := c.Filtering.validate(); err != nil {
+		return c, err
 	}
 	c.Via = slices.Clone(c.Via) // the caller's slice is the caller's to change
 	for i, l := range c.route() {

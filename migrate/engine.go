@@ -49,8 +49,14 @@ type EngineConfig struct {
 	// declare them (checkpoint.WriterOptions.Filters) unless they are
 	// zero. A Delta cache is laid out by its owner (Reset) and told of
 	// every page each Copy sends: a Copy that succeeds commits what it
-	// sent (checkpoint.DeltaCache.Commit), one that fails discards it, so
-	// that the cache never claims a page the destination may not hold.
+	// sent (checkpoint.DeltaCache.Commit), one that fails or panics
+	// discards it, so that the cache never claims a page the destination
+	// may not hold. A destination applies the batches of one round in any
+	// order and those of the next only after them (checkpoint's
+	// ParallelApplier), so with a Delta cache a region is copied at most
+	// once between two of the stream's end-of-round records: a delta
+	// against a page sent earlier in the same round could arrive first,
+	// and fail the stream (checkpoint.ErrDeltaBase).
 	Filters checkpoint.PageFilters
 }
 
@@ -246,21 +252,30 @@ func (e *Engine) Copy(ctx context.Context, dst BatchWriter, r *memory.Region, id
 		set = e.used
 	}
 	j := batchJob{r: r, set: set, id: id, pages: checkpoint.PagesPerBatch(e.cfg.BatchBytes, r.PageSize())}
-	var tr Traffic
-	var err error
-	if _, queue := dst.(BatchQueue); e.jobs == nil && !queue {
-		tr, err = e.copySerial(ctx, dst, j)
-	} else {
-		tr, err = e.copyParallel(ctx, dst, j)
+	d := e.cfg.Filters.Delta
+	if d == nil {
+		return e.copy(ctx, dst, j)
 	}
-	if d := e.cfg.Filters.Delta; d != nil {
-		if err != nil {
-			d.Discard()
-		} else {
-			d.Commit()
+	committed := false
+	defer func() {
+		if !committed {
+			d.Discard() // a failure, or a panic of dst's
 		}
+	}()
+	tr, err := e.copy(ctx, dst, j)
+	if err == nil {
+		d.Commit()
+		committed = true
 	}
 	return tr, err
+}
+
+// copy is Copy of the batches of j, serial or parallel.
+func (e *Engine) copy(ctx context.Context, dst BatchWriter, j batchJob) (Traffic, error) {
+	if _, queue := dst.(BatchQueue); e.jobs == nil && !queue {
+		return e.copySerial(ctx, dst, j)
+	}
+	return e.copyParallel(ctx, dst, j)
 }
 
 // batchJob is one batch to encode: up to pages pages of set from first,

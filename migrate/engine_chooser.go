@@ -34,7 +34,8 @@ type BatchCost struct {
 	// Level is the batch's level.
 	Level checkpoint.Level
 	// RawBytes is the size of its pages, zero pages included, and
-	// ZeroBytes that of its zero pages, which no codec sends.
+	// ZeroBytes that of its zero pages and unchanged delta pages, which
+	// no codec sends.
 	RawBytes, ZeroBytes int
 	// WireBytes is its payload, as Traffic.WireBytes counts it.
 	WireBytes int
@@ -101,7 +102,7 @@ func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool, now fun
 // observe tells the Chooser, if there is one, of batch b, written.
 func (e *Engine) observe(b checkpoint.EncodedBatch, spent time.Duration) {
 	if ch := e.cfg.Chooser; ch != nil {
-		ch.Observe(BatchCost{Level: b.Level, RawBytes: b.RawBytes, ZeroBytes: b.ZeroPages * (b.RawBytes / max(b.Pages, 1)),
+		ch.Observe(BatchCost{Level: b.Level, RawBytes: b.RawBytes, ZeroBytes: (b.ZeroPages + b.UnchangedPages) * (b.RawBytes / max(b.Pages, 1)),
 			WireBytes: int(payloadBytes(b)), Encode: spent})
 	}
 }

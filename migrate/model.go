@@ -26,7 +26,7 @@ type PageEncoding struct {
 // filters are the page filters of encoders measuring pages encoded as k
 // says, with cache as the delta cache where k has delta pages.
 func (k PageEncoding) filters(cache *checkpoint.DeltaCache) checkpoint.PageFilters {
-	f := checkpoint.PageFilters{Shuffle: k.Shuffle, Layout: k.Shuffle || k.Delta}
+	f := checkpoint.PageFilters{Shuffle: k.Shuffle}
 	if k.Delta {
 		f.Delta = cache
 	}
