@@ -386,6 +386,16 @@ type EncodedBatch struct {
 	Payload [][]byte
 }
 
+// PayloadBytes returns the size of b's payload: what its record carries,
+// but for the framing and, in a coded page batch record, the codec byte.
+func (b EncodedBatch) PayloadBytes() int64 {
+	n := 0
+	for _, p := range b.Payload {
+		n += len(p)
+	}
+	return int64(n)
+}
+
 // Finish compresses the batch and returns its payload. The batch must
 // hold at least one page.
 func (e *BatchEncoder) Finish() (EncodedBatch, error) {

@@ -46,21 +46,7 @@ func BenchmarkCodec(b *testing.B) {
 				}
 				defer enc.Close()
 				enc.SetFilters(PageFilters{Shuffle: codec.shuffle})
-				encode := func() int64 {
-					if err := enc.Begin(0, benchPageSize); err != nil {
-						b.Fatal(err)
-					}
-					for p := range gens {
-						if err := enc.Add(p, gens[p], src[p*benchPageSize:(p+1)*benchPageSize]); err != nil {
-							b.Fatal(err)
-						}
-					}
-					eb, err := enc.Finish()
-					if err != nil {
-						b.Fatal(err)
-					}
-					return payloadLen(eb)
-				}
+				encode := func() int64 { return encodeBenchBatch(b, enc, src, gens) }
 				wire := encode()
 				b.SetBytes(batchBytes)
 				b.ReportAllocs()
@@ -105,21 +91,7 @@ func BenchmarkCodecResent(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			encode := func(src []byte) int64 {
-				if err := enc.Begin(0, benchPageSize); err != nil {
-					b.Fatal(err)
-				}
-				for p := range pages {
-					if err := enc.Add(p, gens[p], src[p*benchPageSize:(p+1)*benchPageSize]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				eb, err := enc.Finish()
-				if err != nil {
-					b.Fatal(err)
-				}
-				return payloadLen(eb)
-			}
+			encode := func(src []byte) int64 { return encodeBenchBatch(b, enc, src, gens) }
 			// Each encode sends the pages again with what the last one
 			// sent held: the pages before, then the pages after.
 			resend := func() int64 {
@@ -157,11 +129,20 @@ func BenchmarkCodecResent(b *testing.B) {
 	}
 }
 
-// payloadLen returns the size of b's payload.
-func payloadLen(b EncodedBatch) int64 {
-	n := 0
-	for _, p := range b.Payload {
-		n += len(p)
+// encodeBenchBatch encodes src, pages of benchPageSize at generations
+// gens, as one batch with enc, and returns its payload's size.
+func encodeBenchBatch(b *testing.B, enc *BatchEncoder, src []byte, gens []uint32) int64 {
+	if err := enc.Begin(0, benchPageSize); err != nil {
+		b.Fatal(err)
 	}
-	return int64(n)
+	for p := range gens {
+		if err := enc.Add(p, gens[p], src[p*benchPageSize:(p+1)*benchPageSize]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eb, err := enc.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return eb.PayloadBytes()
 }

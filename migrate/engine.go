@@ -340,14 +340,5 @@ func (t *Traffic) addBatch(b checkpoint.EncodedBatch) {
 	t.DeltaPages += int64(b.DeltaPages)
 	t.UnchangedPages += int64(b.UnchangedPages)
 	t.RawBytes += int64(b.RawBytes)
-	t.WireBytes += payloadBytes(b)
-}
-
-// payloadBytes is the size of b's payload.
-func payloadBytes(b checkpoint.EncodedBatch) int64 {
-	n := 0
-	for _, p := range b.Payload {
-		n += len(p)
-	}
-	return int64(n)
+	t.WireBytes += b.PayloadBytes()
 }

@@ -103,6 +103,6 @@ func (j *batchJob) timedEncode(enc *checkpoint.BatchEncoder, timed bool, now fun
 func (e *Engine) observe(b checkpoint.EncodedBatch, spent time.Duration) {
 	if ch := e.cfg.Chooser; ch != nil {
 		ch.Observe(BatchCost{Level: b.Level, RawBytes: b.RawBytes, ZeroBytes: (b.ZeroPages + b.UnchangedPages) * (b.RawBytes / max(b.Pages, 1)),
-			WireBytes: int(payloadBytes(b)), Encode: spent})
+			WireBytes: int(b.PayloadBytes()), Encode: spent})
 	}
 }

@@ -193,8 +193,7 @@ func TestEngineFilteredIdentical(t *testing.T) {
 		}
 		return out.b
 	}
-	var want []byte
-	want = run(1, 0, 1)
+	want := run(1, 0, 1)
 	for _, procs := range []int{1, 2} {
 		for _, w := range []int{2, 3} {
 			for _, inFlight := range []int{0, w + 1} {

@@ -230,7 +230,7 @@ func measureCosts(k PageEncoding) (*classCosts, error) {
 			return checkpoint.EncodedBatch{}, 0, err
 		}
 		cache.Commit()
-		return b, payloadBytes(b), nil
+		return b, b.PayloadBytes(), nil
 	}
 	reset := func() error {
 		return cache.Reset([]checkpoint.RegionInfo{{ID: 0, SizeBytes: int64(n * k.PageSize), PageSize: k.PageSize}})
