@@ -114,13 +114,16 @@ func looksFloat32(p []byte) bool {
 }
 
 // deltaMinZeroDivisor sets the share of zero bytes an XOR needs to be sent
-// as a delta: at least one in deltaMinZeroDivisor, a quarter. Below it the XOR is about as noisy as the
-// page itself, as when a page is rewritten with fresh content, and the
-// whole page costs no more. Assumption: the zero bytes are what the
-// compressor removes (zero runs in QEMU's XBZRLE, which sends the page
-// whole when the run-length encoded XOR would not be smaller); the exact
-// share matters little, since the XOR of a page changed in place is mostly
-// zeros and that of a rewritten page almost never is.
+// as a delta: at least one in deltaMinZeroDivisor, a quarter. Below it the
+// XOR is about as noisy as the page itself, as when a page is rewritten
+// with fresh content, and the whole page costs no more. Assumption: zero
+// bytes are what the compressor removes (zero runs in QEMU's XBZRLE, which
+// sends the page whole when its run-length encoded XOR would not be
+// smaller); the exact share matters little, since the XOR of a page
+// changed in place is mostly zeros and that of a rewritten page almost
+// never is. Zero bytes interleaved with noise, as in the XOR of two float
+// pages not shuffled, zstd at its fastest hardly removes
+// (BenchmarkCodecResent): it is shuffling that groups them in runs.
 const deltaMinZeroDivisor = 4
 
 // xorInto writes a XOR b to dst, all of one length, a multiple of eight,
