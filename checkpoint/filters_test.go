@@ -211,7 +211,9 @@ func applyStream(tb fataler, stream []byte, src *memory.Region) (*memory.Region,
 // whatever the filters chose.
 func TestFilteredRoundsMatchSource(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		const ps = memory.MinPageSize
+		// Pages of 512 bytes and more are sampled for float data and
+		// shuffled; smaller ones never are.
+		ps := rapid.SampledFrom([]int{memory.MinPageSize, 512, 4096}).Draw(t, "page size")
 		pages := rapid.IntRange(1, 48).Draw(t, "pages")
 		src, err := memory.New(memory.Config{SizeBytes: int64(pages * ps), PageSize: ps, Kind: memory.Sparse, Seed: 9})
 		if err != nil {
@@ -226,7 +228,7 @@ func TestFilteredRoundsMatchSource(t *testing.T) {
 			}
 		}
 		level := rapid.SampledFrom([]Level{LevelNone, LevelFastest, LevelS2}).Draw(t, "level")
-		classes := []memory.Class{memory.ClassWeights, memory.ClassText, memory.ClassRandom, memory.ClassActivations, memory.ClassZero}
+		classes := []memory.Class{memory.ClassWeights, memory.ClassTrainingWeights, memory.ClassText, memory.ClassRandom, memory.ClassActivations, memory.ClassZero}
 		rounds := rapid.IntRange(1, 5).Draw(t, "rounds")
 		stream, _, _ := writeFilteredStream(t, src, level, f, rounds, func(round int) []int {
 			send := map[int]bool{}
