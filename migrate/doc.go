@@ -222,6 +222,22 @@
 // and starts none; package live's Send uses SendConfig.Engine, and queues
 // each batch to the goroutine of its connection's stream.
 //
+// # Page filters
+//
+// Filtering, in Config and in package live's SendConfig, turns on the
+// page filters of the checkpoint format: pages of float32 data shuffled
+// (their bytes grouped by significance) before compression, and pages
+// sent again as deltas, the XOR with what the destination holds, from a
+// bounded cache of what was sent (checkpoint.DeltaCache), guest RAM and
+// framebuffers alike. The engine commits the cache after each region's
+// copy and discards it after a failure, so it never claims a page the
+// destination may not hold, and its choices do not depend on the workers'
+// order. Model fidelity sizes filtered pages by class as it sizes the
+// others, measured with the same encoder sent whole, sent again changed
+// and sent again unchanged, and keeps its cache by each page's class and
+// generation by the same slot rule, so that it sends the deltas the Bytes
+// fidelity sends.
+//
 // # The live mode
 //
 // Package live (migrate/live) is the Core's second driver: Send and

@@ -433,6 +433,9 @@ func (t *modelTransport) send(i int, set *memory.PageSet) (Traffic, error) {
 		tr.UnchangedPages = pc.Unchanged
 	}
 	if tr.WireBytes, tr.DeltaPages, err = t.costs.WireOf(t.m.encoding(level, ps), &pc); err != nil {
+		if t.delta != nil {
+			t.delta.Discard()
+		}
 		return Traffic{}, err
 	}
 	t.modelled += tr.WireBytes
