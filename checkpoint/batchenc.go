@@ -115,6 +115,9 @@ type BatchEncoder struct {
 	shufLen   []byte
 	baseSums  []uint64
 	xor, tmp  []byte
+	// deltas and unchanged count the batch's delta pages, and those of
+	// them unchanged.
+	deltas, unchanged int
 }
 
 // NewBatchEncoder returns an encoder compressing at level.
@@ -178,7 +181,7 @@ func (e *BatchEncoder) Begin(region uint32, pageSize int) error {
 		return invalid("page size %d", pageSize)
 	}
 	e.open, e.region, e.pageSize, e.last = true, region, pageSize, -1
-	e.idx, e.gens, e.kinds, e.zero = e.idx[:0], e.gens[:0], e.kinds[:0], 0
+	e.idx, e.gens, e.kinds, e.zero, e.deltas, e.unchanged = e.idx[:0], e.gens[:0], e.kinds[:0], 0, 0, 0
 	e.raw, e.cmp, e.shuf, e.baseSums = e.raw[:0], e.cmp[:0], e.shuf[:0], e.baseSums[:0]
 	return nil
 }
@@ -349,6 +352,12 @@ func (e *BatchEncoder) push(index int, gen uint32, kind PageKind) {
 	e.idx = append(e.idx, index)
 	e.gens = append(e.gens, gen)
 	e.kinds = append(e.kinds, kind)
+	if kind.Delta() {
+		e.deltas++
+	}
+	if kind == PageUnchanged {
+		e.unchanged++
+	}
 	if kind == PageZero {
 		e.zero++
 	}
@@ -420,19 +429,8 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 		h = appendUvarint(h, uint64(g))
 	}
 	filtered := e.filters.Enabled()
-	deltas, unchanged := 0, 0
-	if filtered {
-		for _, s := range e.baseSums {
-			h = binary.LittleEndian.AppendUint64(h, s)
-		}
-		for _, k := range e.kinds {
-			if k.Delta() {
-				deltas++
-			}
-			if k == PageUnchanged {
-				unchanged++
-			}
-		}
+	for _, s := range e.baseSums {
+		h = binary.LittleEndian.AppendUint64(h, s)
 	}
 	sum := xxhash.Sum64(h)
 	e.frame = e.compress(e.frame[:0], e.cmp)
@@ -461,8 +459,8 @@ func (e *BatchEncoder) Finish() (EncodedBatch, error) {
 		Sum:            sum,
 		Level:          e.level,
 		Filtered:       filtered,
-		DeltaPages:     deltas,
-		UnchangedPages: unchanged,
+		DeltaPages:     e.deltas,
+		UnchangedPages: e.unchanged,
 		Payload:        e.parts[:n],
 	}, nil
 }

@@ -2,8 +2,8 @@ package checkpoint
 
 import (
 	"math/bits"
-	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -43,18 +43,18 @@ const DefaultDeltaCacheBytes = 64 << 20
 type DeltaCache struct {
 	capacity int64
 	regions  map[uint32]*deltaRegion
-	// staged lists the slots given new content since the last Commit,
-	// as (region, slot) pairs.
-	mu     sync.Mutex
-	staged []deltaRef
-	held   int64 // bytes of page buffers allocated
+	held     atomic.Int64 // bytes of page buffers allocated
 }
 
-// deltaRegion is the cache of one region.
+// deltaRegion is the cache of one region. Its slots share
+// deltaLockStripes locks, slot i the lock i%deltaLockStripes, and each
+// lock guards, beside its slots' staged entries, the list of those staged
+// since the last Commit, so that an encoder adding a page takes one lock
+// that encoders adding other pages rarely want.
 type deltaRegion struct {
-	pageSize int
-	slots    []deltaSlot
-	locks    [deltaLockStripes]sync.Mutex
+	slots  []deltaSlot
+	locks  [deltaLockStripes]sync.Mutex
+	staged [deltaLockStripes][]int
 }
 
 // deltaLockStripes is the number of locks a region's slots share.
@@ -71,11 +71,6 @@ type deltaSlot struct {
 	idOnly, nidOnly bool
 	nzero           bool // staged as a zero page, which leaves the cache
 	staged          bool
-}
-
-type deltaRef struct {
-	region *deltaRegion
-	slot   int
 }
 
 // NewDeltaCache returns a cache of at most capacityBytes of page
@@ -96,7 +91,7 @@ func (c *DeltaCache) Capacity() int64 { return c.capacity }
 
 // HeldBytes returns the bytes of page content the cache has allocated, at
 // most its Capacity.
-func (c *DeltaCache) HeldBytes() int64 { return c.held }
+func (c *DeltaCache) HeldBytes() int64 { return c.held.Load() }
 
 // Reset forgets every page and lays the cache out for regions: the reader
 // of the next stream holds nothing the cache knows of. Each region gets
@@ -118,7 +113,7 @@ func (c *DeltaCache) Reset(regions []RegionInfo) error {
 		total += ri.SizeBytes
 	}
 	c.regions = make(map[uint32]*deltaRegion, len(regions))
-	c.staged, c.held = c.staged[:0], 0
+	c.held.Store(0)
 	for _, ri := range regions {
 		// In proportion to size, so that the shares add up to the
 		// capacity at most, exactly: the product in 128 bits, the
@@ -127,7 +122,7 @@ func (c *DeltaCache) Reset(regions []RegionInfo) error {
 		q, _ := bits.Div64(hi, lo, uint64(max(total, 1)))
 		share := int64(q)
 		n := min(share/int64(2*ri.PageSize), int64(ri.Pages()))
-		r := &deltaRegion{pageSize: ri.PageSize, slots: make([]deltaSlot, n)}
+		r := &deltaRegion{slots: make([]deltaSlot, n)}
 		for i := range r.slots {
 			r.slots[i].key = -1
 		}
@@ -212,24 +207,19 @@ func (c *DeltaCache) stage(region uint32, index int, fill func(*deltaSlot) int) 
 		return
 	}
 	i := index % len(r.slots)
-	mu := &r.locks[i%deltaLockStripes]
-	mu.Lock()
+	k := i % deltaLockStripes
+	r.locks[k].Lock()
+	defer r.locks[k].Unlock()
 	s := &r.slots[i]
 	if s.staged && s.nkey > index {
-		mu.Unlock()
 		return
 	}
-	first := !s.staged
+	if !s.staged {
+		r.staged[k] = append(r.staged[k], i)
+	}
 	s.staged, s.nkey = true, index
-	grown := fill(s)
-	mu.Unlock()
-	if first || grown > 0 {
-		c.mu.Lock()
-		if first {
-			c.staged = append(c.staged, deltaRef{r, i})
-		}
-		c.held += int64(grown)
-		c.mu.Unlock()
+	if grown := fill(s); grown > 0 {
+		c.held.Add(int64(grown))
 	}
 }
 
@@ -237,28 +227,37 @@ func (c *DeltaCache) stage(region uint32, index int, fill func(*deltaSlot) int) 
 // holds: call it once every page added since has reached the reader's
 // stream. A slot whose page was last sent as a zero page becomes empty.
 func (c *DeltaCache) Commit() {
-	for _, ref := range c.staged {
-		s := &ref.region.slots[ref.slot]
-		s.staged = false
+	c.eachStaged(func(s *deltaSlot) {
 		if s.nzero {
 			s.key = -1
-			continue
+			return
 		}
 		s.key, s.sum, s.idOnly = s.nkey, s.nsum, s.nidOnly
 		if !s.idOnly {
 			s.cur, s.next = s.next, s.cur
 		}
-	}
-	c.staged = slices.Delete(c.staged, 0, len(c.staged))
+	})
 }
 
 // Discard forgets the content sent since the last Commit and every page
 // it touched: after a pass that failed part way, the reader may or may not
 // hold what was sent, so the cache claims nothing of those pages.
 func (c *DeltaCache) Discard() {
-	for _, ref := range c.staged {
-		s := &ref.region.slots[ref.slot]
-		s.staged, s.key = false, -1
+	c.eachStaged(func(s *deltaSlot) { s.key = -1 })
+}
+
+// eachStaged calls f on every slot staged since the last Commit or
+// Discard, which it unstages. Each slot's outcome is its own, so the order
+// of the regions and stripes does not matter.
+func (c *DeltaCache) eachStaged(f func(*deltaSlot)) {
+	for _, r := range c.regions {
+		for k, staged := range r.staged {
+			for _, i := range staged {
+				s := &r.slots[i]
+				s.staged = false
+				f(s)
+			}
+			r.staged[k] = staged[:0]
+		}
 	}
-	c.staged = slices.Delete(c.staged, 0, len(c.staged))
 }
