@@ -63,14 +63,25 @@ func (s applierState) succeeded() bool { return s == verified || s == committed 
 // region the metadata declares, with the declared page size, page count
 // and seed. The destinations are scrubbed first, so that what they hold
 // after Commit is exactly what the stream sent.
-func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
+func NewApplier(rd *Reader, dst []RegionRef) (*Applier, error) { return newApplier(rd, dst, true) }
+
+// NewContinuingApplier is NewApplier for a stream that continues another
+// into the same regions: they are not scrubbed, and keep what the first
+// stream left in them beside what this one sends. A post-copy migration's
+// pages follow so, in a stream of their own, the one that carried the
+// device states. Abort still scrubs them.
+func NewContinuingApplier(rd *Reader, dst []RegionRef) (*Applier, error) {
+	return newApplier(rd, dst, false)
+}
+
+func newApplier(rd *Reader, dst []RegionRef, scrub bool) (*Applier, error) {
 	if rd.err != nil {
 		return nil, rd.err
 	}
 	if rd.cur != 0 || rd.done {
 		return nil, newError(ErrState, rd.Offset(), -1, "reader has already returned records")
 	}
-	regs, err := bindRegions(rd.Metadata(), dst)
+	regs, err := bindRegions(rd.Metadata(), dst, scrub)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +134,7 @@ func (a *Applier) bind() error {
 		e.Offset = a.rd.Offset()
 		return e.withCause(err)
 	}
-	regs, err := bindRegions(a.rd.Metadata(), dst)
+	regs, err := bindRegions(a.rd.Metadata(), dst, true)
 	if err != nil {
 		return err
 	}
@@ -146,9 +157,9 @@ func (a *Applier) attach(p AttachmentPart) {
 
 // bindRegions returns the destination of each region meta declares, by
 // index, after checking that dst names exactly one for each, with the
-// declared page size, page count and seed; it scrubs them, so that what
-// they hold after the stream is exactly what the stream sent.
-func bindRegions(meta *Metadata, dst []RegionRef) ([]*memory.Region, error) {
+// declared page size, page count and seed; if scrub, it scrubs them, so
+// that what they hold after the stream is exactly what the stream sent.
+func bindRegions(meta *Metadata, dst []RegionRef, scrub bool) ([]*memory.Region, error) {
 	regs := make([]*memory.Region, len(meta.Regions))
 	for _, d := range dst {
 		i := meta.region(d.ID)
@@ -171,6 +182,9 @@ func bindRegions(meta *Metadata, dst []RegionRef) ([]*memory.Region, error) {
 		}
 	}
 	for _, r := range regs {
+		if !scrub {
+			break
+		}
 		if err := r.Scrub(); err != nil {
 			return nil, invalid("destination").withCause(err)
 		}

@@ -176,7 +176,7 @@ func NewParallelApplier(streams []ParallelStream, opts ReaderOptions, dst []Regi
 		p.wire.Add(s.rd.Offset())
 	}
 	var err error
-	if p.dst, err = bindRegions(p.meta, dst); err != nil {
+	if p.dst, err = bindRegions(p.meta, dst, true); err != nil {
 		return nil, err
 	}
 	p.rounds.reset(len(streams))

@@ -15,10 +15,16 @@ type PageState struct {
 
 // ReadAt reads len(p) bytes at byte offset off. An access that is not
 // wholly inside r reads nothing and returns an error wrapping
-// ErrOutOfRange. It implements io.ReaderAt.
+// ErrOutOfRange. The absent pages it covers are landed first (see
+// SetAbsent); if one cannot be, it reads the bytes before that page and
+// returns an *AbsentError. It implements io.ReaderAt.
 func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 	if err := r.checkBytes("read", off, len(p)); err != nil {
 		return 0, err
+	}
+	var absentErr error
+	if r.absent.Load() != nil {
+		p, absentErr = r.landBytes(p, off)
 	}
 	n := 0
 	for n < len(p) {
@@ -38,12 +44,14 @@ func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 		}
 		n += chunk
 	}
-	return n, nil
+	return n, absentErr
 }
 
 // WriteAt writes p at byte offset off, marking every page it touches dirty
 // and bumping its generation. An access that is not wholly inside r writes
-// nothing and returns an error wrapping ErrOutOfRange. It implements
+// nothing and returns an error wrapping ErrOutOfRange. The absent pages it
+// covers are landed first (see SetAbsent); if one cannot be, it writes the
+// bytes before that page and returns an *AbsentError. It implements
 // io.WriterAt.
 func (r *Region) WriteAt(p []byte, off int64) (int, error) {
 	if err := r.writable("write"); err != nil {
@@ -51,6 +59,10 @@ func (r *Region) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if err := r.checkBytes("write", off, len(p)); err != nil {
 		return 0, err
+	}
+	var absentErr error
+	if r.absent.Load() != nil {
+		p, absentErr = r.landBytes(p, off)
 	}
 	n := 0
 	for n < len(p) {
@@ -65,7 +77,7 @@ func (r *Region) WriteAt(p []byte, off int64) (int, error) {
 		r.unlockPage(t)
 		n += chunk
 	}
-	return n, nil
+	return n, absentErr
 }
 
 // ReadPage copies page p into dst, which must be one page long, and returns
@@ -135,7 +147,9 @@ func (r *Region) IsZeroPage(p int) (bool, error) {
 // each page's generation is bumped and the page then holds
 // Generate(c, seed, page, generation) for its window's seed and relative
 // index. A Synthetic region stores nothing for it; Dense and Sparse store
-// the bytes, so all three read alike. ClassZero zeroes the pages.
+// the bytes, so all three read alike. ClassZero zeroes the pages. The
+// absent pages of the range are landed first (see SetAbsent); if one cannot
+// be, the pages before it are filled and Fill returns an *AbsentError.
 func (r *Region) Fill(first, n int, c Class) error {
 	if err := r.writable("fill"); err != nil {
 		return err
@@ -150,7 +164,8 @@ func (r *Region) Fill(first, n int, c Class) error {
 	return err
 }
 
-// FillMix is Fill with each page's class chosen by m for r's seed.
+// FillMix is Fill with each page's class chosen by m for r's seed,
+// landing absent pages as Fill does.
 func (r *Region) FillMix(first, n int, m Mix) error {
 	if err := r.writable("fill"); err != nil {
 		return err
@@ -293,7 +308,8 @@ func (r *Region) install(t target, sb *sparseBacking, bp *[]byte, c Class, gen u
 }
 
 // Scrub returns every page of r to its initial state — zero, generation 0
-// — frees what the backing can, and clears r's dirty log.
+// — frees what the backing can, and clears r's dirty log and r's absent
+// pages (SetAbsent; not those of a window of r).
 func (r *Region) Scrub() error {
 	if err := r.writable("scrub"); err != nil {
 		return err
@@ -301,6 +317,7 @@ func (r *Region) Scrub() error {
 	if r.unmapped.Load() {
 		return ErrUnmapped
 	}
+	r.absent.Store(nil)
 	r.sp.scrub(r.first, r.pages)
 	r.log.clear()
 	return nil

@@ -136,6 +136,33 @@
 // project: package vgpu's workloads dirty guest RAM and framebuffers with
 // it, and Move lets one follow its workload to another VM's region.
 //
+// # Absent pages
+//
+// In a post-copy migration the guest resumes at the destination before all
+// its pages arrived. SetAbsent marks the pages of a region that are still
+// missing absent, with a fault function that lands one (fetches it and
+// stores it with StorePage, StoreGenerated or StoreGeneratedFrom). A guest
+// access — ReadAt, WriteAt, Fill, FillMix, a Pattern's writes — calls it
+// before it touches an absent page, marks the page present once it
+// returned nil, and goes on; if it fails, the access stops at that page
+// with an *AbsentError wrapping ErrAbsent and the fault's error, the pages
+// before it accessed and the page still absent. Arrive marks a page
+// present that the caller landed itself, as pages pushed by the source
+// are. Landing and inspecting pages — the stores, ReadPage, PageState,
+// digests, runs, dirty logs — neither fault nor change absence, and a fault
+// marks nothing dirty. Absence belongs to the region it was set on: the
+// root's accesses to a window's pages do not fault for the window's
+// absent pages, nor a window's for the root's. Scrub and Unmap clear it.
+//
+// A fault function is called once for a page however many goroutines
+// touch it meanwhile: they wait for it, and see the page only once it
+// landed; pages of different accesses land at once, each on its access's
+// goroutine, with no lock of the region held, so that the function may
+// store into the region but must not make a guest access to it. A region
+// with no absent page pays one atomic load an access for this, and a fill
+// of many pages of a region with some looks at their bits 64 pages at a
+// time.
+//
 // # Concurrency
 //
 // A Region is safe for concurrent use: each chunk of 512 pages is guarded

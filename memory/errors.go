@@ -12,8 +12,8 @@ var (
 	// Region. Nothing is read or written by such an access.
 	ErrOutOfRange = errors.New("memory: access out of range")
 	// ErrConfig reports an invalid Config, PatternConfig, Mix or Run (runs
-	// out of order or overlapping), or a nil region or page set given where
-	// one is needed.
+	// out of order or overlapping), a nil region or page set given where
+	// one is needed, or a page set whose capacity is not the region's.
 	ErrConfig = errors.New("memory: invalid configuration")
 	// ErrOverlap reports a Map whose pages overlap a window already mapped.
 	ErrOverlap = errors.New("memory: window overlaps a mapped window")
@@ -40,6 +40,11 @@ var (
 	// more than it was given, or panicked. It is wrapped by an
 	// *ImageError, which also wraps the reader's own error.
 	ErrImage = errors.New("memory: image read failed")
+	// ErrAbsent reports a guest access that stopped at an absent page
+	// (Region.SetAbsent) whose fault function failed; the page stays
+	// absent. It is wrapped by an *AbsentError, which also wraps the fault
+	// function's error.
+	ErrAbsent = errors.New("memory: page absent")
 )
 
 // AccessError describes an out-of-range access. It wraps ErrOutOfRange.

@@ -20,9 +20,29 @@ const bulkFillMinPages = 64
 // cache's stale bits and the recorded sums are marked a word of 64 pages
 // at a time. A workload that rewrites gigabytes of framebuffer every
 // training iteration then costs microseconds an iteration.
+//
+// The absent pages of the range (see SetAbsent) are landed first, looking
+// at their bits a word of 64 pages at a time, and not at all where none is
+// absent; if a fault fails, the pages before its page are filled.
 func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
 	if err := r.writable("fill"); err != nil {
 		return 0, err
+	}
+	k, absentErr := n, error(nil)
+	if r.absent.Load() != nil {
+		k, absentErr = r.landRange(first, n)
+	}
+	done, err := r.fillPresent(first, k, c, m)
+	if err == nil {
+		err = absentErr
+	}
+	return done, err
+}
+
+// fillPresent is fill of pages that are present.
+func (r *Region) fillPresent(first, n int, c Class, m Mix) (int, error) {
+	if n <= 0 {
+		return 0, nil
 	}
 	if len(m.Parts) == 1 {
 		c, m.Parts = m.Parts[0].Class, nil
@@ -64,10 +84,26 @@ func (r *Region) fill(first, n int, c Class, m Mix) (int, error) {
 // of them but where it failed. A Synthetic region's batch, in a window
 // or a root without windows, is written under the locks of its range
 // taken once, where they are no more than its pages, not a lock a page.
+//
+// The absent pages listed are landed first, in the order listed; if a
+// fault fails, the pages listed before its page are filled.
 func (r *Region) fillEach(pages []int, m Mix) (int, error) {
 	if err := r.writable("fill"); err != nil {
 		return 0, err
 	}
+	k, absentErr := len(pages), error(nil)
+	if r.absent.Load() != nil {
+		k, absentErr = r.landPages(pages)
+	}
+	done, err := r.fillEachPresent(pages[:k], m)
+	if err == nil {
+		err = absentErr
+	}
+	return done, err
+}
+
+// fillEachPresent is fillEach of pages that are present.
+func (r *Region) fillEachPresent(pages []int, m Mix) (int, error) {
 	if len(pages) == 0 {
 		return 0, nil
 	}

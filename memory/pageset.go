@@ -37,6 +37,11 @@ func (s *PageSet) Reset(pages int) {
 	s.pages = pages
 }
 
+// Clone returns a copy of the set, of the same capacity.
+func (s *PageSet) Clone() *PageSet {
+	return &PageSet{words: append([]uint64(nil), s.words...), pages: s.pages}
+}
+
 // Cap returns the number of pages the set can hold.
 func (s *PageSet) Cap() int { return s.pages }
 

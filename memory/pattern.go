@@ -192,7 +192,9 @@ func (p *Pattern) due(d time.Duration) (int64, uint64, error) {
 }
 
 // Advance writes the pages due for d of simulated time and returns how many
-// it wrote.
+// it wrote. The absent pages it writes (see Region.SetAbsent) are landed
+// first; if one cannot be, Advance stops with an *AbsentError, having
+// written the pages due before it.
 func (p *Pattern) Advance(d time.Duration) (int64, error) {
 	n, rem, err := p.due(d)
 	if err != nil {

@@ -20,7 +20,8 @@ type Region struct {
 	log      *dirtyLog
 	window   bool
 	unmapped atomic.Bool
-	lastRule atomic.Pointer[pageRule] // see ruleFor
+	lastRule atomic.Pointer[pageRule]    // see ruleFor
+	absent   atomic.Pointer[absentState] // nil while no page is absent: see SetAbsent
 }
 
 // New returns a root Region, all zero, with dirty logging on unless
@@ -76,9 +77,9 @@ func (r *Region) Map(firstPage, pages int, seed uint64) (*Region, error) {
 	return w, nil
 }
 
-// Unmap scrubs the window's pages and releases them to the root. Every
-// later use of the window fails with ErrUnmapped. Unmapping twice is
-// harmless.
+// Unmap scrubs the window's pages, clears its absent pages (SetAbsent)
+// and releases them to the root. Every later use of the window fails with
+// ErrUnmapped. Unmapping twice is harmless.
 func (r *Region) Unmap() error {
 	if !r.window {
 		return ErrNotRoot
@@ -102,6 +103,7 @@ func (r *Region) Unmap() error {
 	// was scrubbed.
 	sp.scrub(r.first, r.pages)
 	r.log.clear()
+	r.absent.Store(nil)
 	return nil
 }
 

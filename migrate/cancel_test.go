@@ -17,7 +17,7 @@ import (
 // completes. A second migration afterwards succeeds.
 func TestCancelInEveryPhase(t *testing.T) {
 	phases := Phases()
-	if len(phases) != 13 {
+	if len(phases) != 14 {
 		t.Fatalf("%d phases: a new phase needs its case in this test", len(phases))
 	}
 	for _, paused := range []bool{false, true} {
@@ -52,7 +52,12 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 	if paused {
 		fid = Model
 	}
-	m, err := s.Start(vm, dst, Config{Fidelity: fid, Link: slowLink})
+	cfg := Config{Fidelity: fid, Link: slowLink}
+	if p == PhasePostCopy {
+		// Only a post-copy migration has the phase.
+		cfg.Mode = PostCopy
+	}
+	m, err := s.Start(vm, dst, cfg)
 	must(t, err)
 	if p == PhaseFailed {
 		must(t, m.Cancel())
@@ -62,7 +67,7 @@ func cancelIn(t *testing.T, p Phase, paused bool) {
 			t.Fatalf("never reached %v: ended in %v (%v)", p, m.Phase(), m.Err())
 		}
 	}
-	late := p == PhaseRelease || p == PhaseDone
+	late := p == PhasePostCopy || p == PhaseRelease || p == PhaseDone
 	var before sourceImage
 	if !late {
 		before = imageOf(t, vm)

@@ -29,12 +29,12 @@ var faultSentinels = map[Fault]error{FaultLinkDown: ErrConnection, FaultRefused:
 
 func (cm *clusterModel) inject(t *rapid.T) {
 	mg := cm.drawMig(t)
-	// 0 and numFaults+1 are no faults: Inject must refuse them untouched.
-	f := rapid.SampledFrom(append(Faults(), 0, numFaults+1)).Draw(t, "fault")
+	// 0 and numFaults+2 are no faults: Inject must refuse them untouched.
+	f := rapid.SampledFrom(append(Faults(), 0, numFaults+2)).Draw(t, "fault")
 	p, before := mg.m.Phase(), mg.m.Err()
 	err := mg.m.Inject(f)
 	switch f {
-	case 0, numFaults + 1:
+	case 0, numFaults + 2:
 		if !errors.Is(err, ErrConfig) || mg.m.Phase() != p || mg.m.Err() != before {
 			t.Fatalf("unknown fault %v: %v, migration in %v", f, err, mg.m.Phase())
 		}

@@ -21,6 +21,15 @@ const (
 	// checkpoint path, as vSphere 6.7 U1 did; guest RAM is still
 	// pre-copied.
 	Legacy
+	// PostCopy switches over at once, with no pre-copy round: the stun
+	// sends the device states and the list of pages in use, the VM
+	// resumes at the destination, and guest RAM and every framebuffer
+	// follow while it runs, pushed in the background and pulled on demand
+	// when the VM touches a page that has not arrived (see PostCopyReport
+	// for what that costs the workload). A vGPU's framebuffer moves as
+	// QEMU's postcopy-ram moves guest RAM; no vGPU stack post-copies
+	// framebuffer memory. The simulated mode only, for now.
+	PostCopy
 )
 
 func (m Mode) String() string {
@@ -29,6 +38,8 @@ func (m Mode) String() string {
 		return "pre-copy"
 	case Legacy:
 		return "legacy"
+	case PostCopy:
+		return "post-copy"
 	}
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
@@ -36,11 +47,12 @@ func (m Mode) String() string {
 // MarshalText writes the mode's name.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
-// ParseMode returns the mode whose String is s ("pre-copy" or "legacy"),
+// ParseMode returns the mode whose String is s ("pre-copy", "legacy" or
+// "post-copy"),
 // so that a flag or a script names a mode as reports print it. Any other
 // name is an error wrapping ErrConfig.
 func ParseMode(s string) (Mode, error) {
-	return parseName("mode", s, []Mode{PreCopy, Legacy})
+	return parseName("mode", s, []Mode{PreCopy, Legacy, PostCopy})
 }
 
 // parseName returns the value among all whose String is s, exactly: the
@@ -111,6 +123,12 @@ const (
 	SwitchAnyway
 	// Abort gives up; the VM stays on the source.
 	Abort
+	// SwitchToPostCopy switches over at once into post-copy: the pages
+	// still dirty are not sent in the stun but follow while the VM runs at
+	// the destination, as in PostCopy mode. With MaxRounds it bounds
+	// pre-copy: the hybrid form, QEMU's postcopy-after-precopy. PreCopy
+	// mode only; the simulated mode only, for now.
+	SwitchToPostCopy
 )
 
 func (n NonConvergence) String() string {
@@ -121,15 +139,17 @@ func (n NonConvergence) String() string {
 		return "switch over anyway"
 	case Abort:
 		return "abort"
+	case SwitchToPostCopy:
+		return "switch to post-copy"
 	}
 	return fmt.Sprintf("NonConvergence(%d)", uint8(n))
 }
 
 // ParseNonConvergence returns the choice whose String is s ("throttle",
-// "switch over anyway" or "abort"). Any other name is an error wrapping
-// ErrConfig.
+// "switch over anyway", "abort" or "switch to post-copy"). Any other name
+// is an error wrapping ErrConfig.
 func ParseNonConvergence(s string) (NonConvergence, error) {
-	return parseName("non-convergence choice", s, []NonConvergence{Throttle, SwitchAnyway, Abort})
+	return parseName("non-convergence choice", s, []NonConvergence{Throttle, SwitchAnyway, Abort, SwitchToPostCopy})
 }
 
 // ThrottleSteps shape Throttle: the first cut, the step added each round

@@ -31,7 +31,8 @@ type Core struct {
 	round      int
 	cur        Round // the round being sent
 	throttle   float64
-	handover   Handover // the source's commit rule
+	handover   Handover       // the source's commit rule
+	post       *postCopyState // once switched over into post-copy
 
 	rep     Report
 	history []Event
@@ -75,6 +76,10 @@ type CoreConfig struct {
 	// migration starts (Source.UsedFramebuffer), for the estimate before
 	// round 0.
 	UsedFramebuffer Pages
+	// PageListBytes is what the list of the pages that follow takes on
+	// the wire, which the stun of a post-copy migration sends instead of
+	// the pages (see Action.PostCopy): a bit a page of every region.
+	PageListBytes int64
 }
 
 // ActionKind says what a driver does next.
@@ -119,12 +124,29 @@ const (
 	DoRollBack
 	// DoNothing: the migration has ended.
 	DoNothing
+	// DoPostCopy: the VM runs at the destination; push the pages it still
+	// lacks (Sent counts them), serve the pages it touches first
+	// (Faulted), and call Done when none is left.
+	DoPostCopy
+	// DoPauseDestination: the link was lost in post-copy; pause the VM at
+	// the destination and send nothing until the link is back
+	// (LinkRestored).
+	DoPauseDestination
+	// DoResumePostCopy: the link is back; resume the VM at the destination
+	// if it ran before the loss, and go on with the post-copy.
+	DoResumePostCopy
+	// DoStrand: the migration failed in post-copy (Action.Err, wrapping
+	// ErrVMLost): neither end holds the whole VM. Each end keeps what it
+	// still has, paused; nothing is resumed or freed but what the failure
+	// itself took.
+	DoStrand
 )
 
 var actionNames = [...]string{DoCopyRound: "copy round", DoSwitchOver: "switch over", DoPause: "pause",
 	DoSaveDevices: "save devices", DoSendFinalRAM: "send final RAM", DoSendFinalFramebuffers: "send final framebuffers",
 	DoSendDeviceStates: "send device states", DoRestore: "restore", DoResume: "resume", DoRelease: "release",
-	DoRollBack: "roll back", DoNothing: "nothing"}
+	DoRollBack: "roll back", DoNothing: "nothing", DoPostCopy: "post-copy", DoPauseDestination: "pause destination",
+	DoResumePostCopy: "resume post-copy", DoStrand: "strand"}
 
 func (k ActionKind) String() string {
 	if k > 0 && int(k) < len(actionNames) {
@@ -144,6 +166,11 @@ type Action struct {
 	// AllInUse sends every page in use rather than the dirty log's
 	// (which is collected all the same, so that later writes are seen).
 	AllInUse bool
+	// PostCopy, for DoSendFinalRAM and DoSendFinalFramebuffers, sends
+	// not the pages but their list (Sent counts its wire bytes, Owe the
+	// pages): they follow in post-copy, and the destination resumes the
+	// VM with them absent.
+	PostCopy bool
 	// SetThrottle asks the driver to cut the workload by Throttle before
 	// the round (never by less than the VM's own throttle).
 	SetThrottle bool
@@ -167,7 +194,7 @@ func NewCore(cfg CoreConfig, now time.Duration, detail string) (*Core, error) {
 	switch {
 	case cfg.Framebuffers < 0 || cfg.Devices < 0 || cfg.DeviceStateBytes < 0 || cfg.UsedFramebuffer.RawBytes < 0:
 		return nil, fmt.Errorf("%w: negative region, device or byte count", ErrConfig)
-	case cfg.StunLatency < 0 || cfg.NominalBandwidthBytesPerSec < 0 || cfg.PCIeBytesPerSec < 0:
+	case cfg.StunLatency < 0 || cfg.NominalBandwidthBytesPerSec < 0 || cfg.PCIeBytesPerSec < 0 || cfg.PageListBytes < 0:
 		return nil, fmt.Errorf("%w: negative latency or rate", ErrConfig)
 	case cfg.Costs.Quiesce < 0 || cfg.Costs.DeviceCheckpoint < 0 || cfg.Costs.Resume < 0 || cfg.Costs.CheckpointPathBytesPerSec < 0:
 		return nil, fmt.Errorf("%w: negative stun cost", ErrConfig)
@@ -211,6 +238,9 @@ func (c *Core) Events() []Event {
 func (c *Core) Done(now time.Duration) Action {
 	switch c.phase {
 	case PhaseSetup:
+		if c.cfg.Policy.Mode == PostCopy {
+			return c.switchToPostCopy(now, NoPreCopy, c.cfg.NominalBandwidthBytesPerSec)
+		}
 		return c.beginRound(now)
 	case PhasePreCopy:
 		return c.Fail(now, fmt.Errorf("%w: a pre-copy round ends with RoundArrived", ErrConfig))
@@ -222,10 +252,11 @@ func (c *Core) Done(now time.Duration) Action {
 		return Action{Kind: DoSaveDevices}
 	case PhaseDeviceSave:
 		c.enter(now, PhaseFinalRAM, PhaseStarted, "")
-		return Action{Kind: DoSendFinalRAM, First: 0, Regions: 1}
+		return Action{Kind: DoSendFinalRAM, First: 0, Regions: 1, PostCopy: c.post != nil, AllInUse: c.post != nil && c.round < 0}
 	case PhaseFinalRAM:
 		c.enter(now, PhaseFinalFramebuffer, PhaseStarted, "")
-		return Action{Kind: DoSendFinalFramebuffers, First: 1, Regions: c.cfg.Framebuffers + 1, AllInUse: c.cfg.Policy.Mode == Legacy}
+		return Action{Kind: DoSendFinalFramebuffers, First: 1, Regions: c.cfg.Framebuffers + 1,
+			AllInUse: c.cfg.Policy.Mode == Legacy || (c.post != nil && c.round < 0), PostCopy: c.post != nil}
 	case PhaseFinalFramebuffer:
 		c.enter(now, PhaseDeviceState, PhaseStarted, fmt.Sprintf("sending %d bytes of device state", c.rep.DeviceStateBytes))
 		return Action{Kind: DoSendDeviceStates}
@@ -243,7 +274,17 @@ func (c *Core) Done(now time.Duration) Action {
 			_ = c.handover.CommitSent()
 		}
 		_ = c.handover.Acknowledged()
+		if c.post != nil {
+			return c.enterPostCopy(now)
+		}
 		c.enter(now, PhaseRelease, PhaseStarted, "destination acknowledged the resume; releasing the source")
+		return Action{Kind: DoRelease}
+	case PhasePostCopy:
+		if c.post.paused {
+			return c.Fail(now, fmt.Errorf("%w: post-copy ended with the link lost", ErrConfig))
+		}
+		c.closePostCopy(now)
+		c.enter(now, PhaseRelease, PhaseStarted, "every page arrived; releasing the source")
 		return Action{Kind: DoRelease}
 	case PhaseRelease:
 		where := "the destination"
@@ -268,6 +309,8 @@ func (c *Core) Sent(i int, t Traffic) {
 		c.rep.Final.RAM.Add(t)
 	case c.phase == PhaseFinalFramebuffer && i > 0:
 		c.rep.Final.Framebuffers[i-1].Add(t)
+	case c.phase == PhasePostCopy:
+		c.post.rep.Pushed.Add(t)
 	}
 }
 
@@ -346,6 +389,11 @@ func (c *Core) Holder() Holder { return c.handover.Holder() }
 // and returns DoRollBack with a *PhaseError naming the phase it failed in.
 // After Commit the error wraps ErrInDoubt too.
 //
+// In PhasePostCopy the VM runs at the destination with pages only the
+// source holds: nothing can be rolled back and the VM cannot be released
+// either. The error wraps ErrVMLost and the answer is DoStrand. (A lost
+// link is not a failure there: see LinkLost.)
+//
 // From PhaseRelease on the destination has acknowledged the resume and the
 // VM is its own: nothing is rolled back. The cause is kept as a Notice and
 // the answer is DoRelease: the source must still let the VM go.
@@ -355,6 +403,11 @@ func (c *Core) Fail(now time.Duration, cause error) Action {
 	}
 	if cause == nil {
 		cause = fmt.Errorf("%w: a failure without a cause", ErrConfig)
+	}
+	if c.phase == PhasePostCopy {
+		c.err = &PhaseError{VM: c.cfg.VM, Phase: c.phase, Err: wrap(ErrVMLost, cause)}
+		c.finish(now, PhaseFailed, Failed, c.err.Error())
+		return Action{Kind: DoStrand, Err: c.err}
 	}
 	fate := c.handover.OnFailure()
 	if fate == Release {
@@ -404,6 +457,9 @@ func (c *Core) lastAt() time.Duration {
 }
 
 func (c *Core) finish(now time.Duration, p Phase, kind EventKind, detail string) {
+	if c.phase == PhasePostCopy {
+		c.closePostCopy(now)
+	}
 	c.enter(now, p, kind, detail)
 	r := &c.rep
 	r.Outcome, r.End = p, now
@@ -411,6 +467,7 @@ func (c *Core) finish(now time.Duration, p Phase, kind EventKind, detail string)
 	if pe, ok := c.err.(*PhaseError); ok {
 		r.Error, r.FailedIn = pe.Error(), pe.Phase
 	}
+	r.PostCopy = c.postCopyReport(now)
 	r.Settle()
 }
 
@@ -424,5 +481,6 @@ func (c *Core) Report() *Report {
 	r.StunPhases = append([]StunPhase(nil), r.StunPhases...)
 	r.Final.Framebuffers = append([]Traffic(nil), r.Final.Framebuffers...)
 	r.Events = append([]Event(nil), c.history...)
+	r.PostCopy = c.postCopyReport(c.lastAt())
 	return &r
 }

@@ -68,6 +68,8 @@ func (c *Core) RoundArrived(now time.Duration, dirty, usedFramebuffer Pages) Act
 	switch {
 	case err != nil:
 		return c.Fail(now, fmt.Errorf("%w after %d rounds, expected stun %v", err, c.round+1, est.Total))
+	case switchWhy != 0 && p.OnNonConvergence == SwitchToPostCopy:
+		return c.switchToPostCopy(now, switchWhy, r.BandwidthBytesPerSec)
 	case switchWhy != 0:
 		return c.switchOver(now, switchWhy, est.Total)
 	}
@@ -87,9 +89,22 @@ func (c *Core) switchOver(now time.Duration, why Reason, expected time.Duration)
 	if lim := c.cfg.Policy.StunLimit; lim > 0 && expected > lim {
 		return c.Fail(now, fmt.Errorf("%w: expected stun %v at switchover, limit %v", ErrStunLimit, expected, lim))
 	}
-	c.enter(now, PhaseSwitchover, SwitchedOver, fmt.Sprintf("%v after %d round(s); expected stun %v", why, c.round+1, expected))
+	into := ""
+	if c.post != nil {
+		into = " into post-copy"
+	}
+	c.enter(now, PhaseSwitchover, SwitchedOver, fmt.Sprintf("%v after %d round(s)%s; expected stun %v", why, c.round+1, into, expected))
 	c.history[len(c.history)-1].ExpectedStun = expected
 	return Action{Kind: DoSwitchOver}
+}
+
+// switchToPostCopy ends pre-copy for why, into post-copy: the stun it
+// expects sends the page list and the device states at bandwidthBps.
+func (c *Core) switchToPostCopy(now time.Duration, why Reason, bandwidthBps int64) Action {
+	c.post = &postCopyState{}
+	in := c.cfg.inputs()
+	in.dirtyWireBytes, in.bandwidthBps = c.cfg.PageListBytes, bandwidthBps
+	return c.switchOver(now, why, in.estimate().Total)
 }
 
 // wireRatio is the wire-to-raw ratio of everything pre-copy has sent, 1

@@ -213,7 +213,7 @@ func TestCoreStunSequence(t *testing.T) {
 // *PhaseError naming it; after Commit it is in doubt, and before, never.
 func TestCoreFailEveryPhase(t *testing.T) {
 	for _, commit := range []bool{false, true} {
-		for _, at := range Phases()[:PhaseRelease-1] {
+		for _, at := range Phases()[:PhasePostCopy-1] {
 			c := coreFixture(t, Policy{})
 			now := time.Duration(0)
 			for c.Phase() != at {

@@ -83,6 +83,8 @@
 //	device state, end of stream -----------> records --------------> verified, committed
 //	                                                                 restore: state over PCIe
 //	                                         <-------------- resume acknowledged (stun ends)
+//	(post-copy: the VM runs here while ---> pushed pages ---------> absent pages land;
+//	 the rest follows)                <---- demand fetch ----- a fault stalls the VM)
 //	release: scrub and free the source
 //
 // Until the destination acknowledges the resume the source owns the VM: a
@@ -139,6 +141,38 @@
 // anyway or aborts. A stun-time limit
 // (Config.StunLimit) refuses a migration whose estimate exceeds it and
 // fails one whose expected stun at switchover does.
+//
+// # Post-copy
+//
+// PostCopy mode switches over before any round, and OnNonConvergence
+// SwitchToPostCopy switches over into post-copy when pre-copy does not
+// converge (with MaxRounds, the hybrid: a bounded pre-copy, then
+// post-copy, QEMU's postcopy-after-precopy). The stun then sends no page:
+// only the list of the pages that follow, a bit a page, and the device
+// states. The destination marks those pages absent
+// (memory.Region.SetAbsent) and resumes the VM in PhasePostCopy, while a
+// second stream pushes them in the background. A page the VM touches
+// before it arrived faults: it is fetched ahead of the push, and the VM
+// waits the link's round trip and the page's transfer (vgpu.VM.Stall), so
+// inference latency, training iteration time and frame time show it.
+// Report.PostCopy accounts the degradation window, the faults, their
+// latency percentiles and the stall. Guest RAM and framebuffers both
+// follow so; QEMU post-copies RAM only, and no vGPU stack post-copies
+// framebuffer memory.
+//
+// Once the VM runs at the destination, neither end alone holds the whole
+// VM: the destination lacks pages, and the source's copy is older than
+// what ran. Nothing can be rolled back (Cancel and FaultRefused return
+// ErrTooLate). A lost link (FaultLinkDown, FaultLinkStall) pauses the VM
+// at the destination, held so that its owner cannot resume it, and the
+// migration waits for Migration.Recover, however long, as QEMU's paused
+// post-copy waits for its recovery; Step and Run return ErrConnection
+// meanwhile. A destination or a source that fails (FaultDestinationGone,
+// FaultSourceGone) loses the VM: the migration fails with ErrVMLost, the
+// destination's copy, which lacks pages, is destroyed, and the source
+// keeps its copy as of the stun paused and held
+// (vgpu.VM.ResolveMigration); a VM is never resumed with a page missing.
+// The live mode refuses post-copy for now (ErrConfig).
 //
 // # The Legacy fit
 //

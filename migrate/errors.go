@@ -69,6 +69,18 @@ var (
 	// asks the destination and calls vgpu.VM.ResolveMigration, which
 	// destroys the copy or gives it back to its owner.
 	ErrInDoubt = errors.New("migrate: outcome in doubt")
+	// ErrVMLost reports a post-copy migration that failed once the VM ran
+	// at the destination (its destination or source gone, the stream
+	// rejected): neither end holds the VM as it ran. The destination's
+	// copy lacks pages no end can give it any more and is destroyed, its
+	// workload handed back; the source's, whole as of the stun but older
+	// than what ran, stays paused and held, unless the failure took it:
+	// vgpu.VM.ResolveMigration(false) gives it back to its owner, a
+	// rollback to the stun that loses what the VM did since, and true
+	// destroys it. A VM is never run with a page missing. A lost link is
+	// not this: the destination pauses and the migration waits for
+	// Recover.
+	ErrVMLost = errors.New("migrate: VM lost in post-copy")
 )
 
 // PhaseError is how a migration fails: the VM, the phase it was in, and the

@@ -31,11 +31,18 @@ const (
 	numFaults = iota
 )
 
+// FaultSourceGone ends the source's process once the VM runs at the
+// destination in post-copy: the pages the destination still lacks are
+// lost with it, and so is the VM (ErrVMLost): nothing of it is left. Before post-copy Inject refuses it with ErrConfig, since a
+// source that fails then takes its running VM with it, whatever the
+// migration does; Faults does not list it.
+const FaultSourceGone Fault = numFaults + 1
+
 var faultNames = [...]string{FaultLinkDown: "link-down", FaultLinkStall: "link-stall",
-	FaultRefused: "refused", FaultDestinationGone: "destination-gone"}
+	FaultRefused: "refused", FaultDestinationGone: "destination-gone", FaultSourceGone: "source-gone"}
 
 func (f Fault) String() string {
-	if f > 0 && int(f) <= numFaults {
+	if f > 0 && int(f) < len(faultNames) {
 		return faultNames[f]
 	}
 	return fmt.Sprintf("Fault(%d)", uint8(f))
@@ -45,11 +52,14 @@ func (f Fault) String() string {
 func (f Fault) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
 
 // ParseFault returns the fault whose String is s ("link-down",
-// "link-stall", "refused" or "destination-gone"). Any other name is an
-// error wrapping ErrConfig.
-func ParseFault(s string) (Fault, error) { return parseName("fault", s, Faults()) }
+// "link-stall", "refused", "destination-gone" or "source-gone"). Any
+// other name is an error wrapping ErrConfig.
+func ParseFault(s string) (Fault, error) {
+	return parseName("fault", s, append(Faults(), FaultSourceGone))
+}
 
-// Faults returns every fault kind, in order.
+// Faults returns every fault kind that applies in every phase, in order:
+// all but FaultSourceGone.
 func Faults() []Fault {
 	out := make([]Fault, 0, numFaults)
 	for f := FaultLinkDown; f <= FaultDestinationGone; f++ {
@@ -67,8 +77,17 @@ func Faults() []Fault {
 // second stall does not restart the wait. From the acknowledgement on it
 // returns ErrTooLate and the migration completes; on a migration that
 // ended already it does nothing.
+//
+// In post-copy (PhasePostCopy) the VM runs at the destination with pages
+// only the source has, and there is no going back. A lost link
+// (FaultLinkDown, or FaultLinkStall, which the destination cannot wait
+// out with its VM blocked on faults) pauses the VM at the destination
+// and the migration waits, however long, for Recover. FaultDestinationGone
+// and FaultSourceGone lose the VM: the migration fails with ErrVMLost
+// (see ErrVMLost for what is left of it). FaultRefused returns
+// ErrTooLate.
 func (m *Migration) Inject(f Fault) error {
-	if f < FaultLinkDown || f > FaultDestinationGone {
+	if f < FaultLinkDown || f > FaultSourceGone {
 		return fmt.Errorf("%w: unknown fault %v", ErrConfig, f)
 	}
 	switch m.core.Phase() {
@@ -76,6 +95,8 @@ func (m *Migration) Inject(f Fault) error {
 		return nil
 	case PhaseRelease:
 		return fmt.Errorf("%w: VM %q already resumed at %s", ErrTooLate, m.vm.ID(), m.dst.Name())
+	case PhasePostCopy:
+		return m.injectPostCopy(f)
 	}
 	switch f {
 	case FaultLinkDown:
@@ -86,6 +107,23 @@ func (m *Migration) Inject(f Fault) error {
 		m.fail(fmt.Errorf("%w: %s turned the migration down", ErrRefused, m.dst.Name()))
 	case FaultDestinationGone:
 		m.fail(fmt.Errorf("%w: the process on %s ended", ErrDestination, m.dst.Name()))
+	case FaultSourceGone:
+		return m.sourceGone()
+	}
+	return nil
+}
+
+// injectPostCopy is Inject in PhasePostCopy.
+func (m *Migration) injectPostCopy(f Fault) error {
+	switch f {
+	case FaultLinkDown, FaultLinkStall:
+		m.linkLost(fmt.Errorf("%w: the link to %s was lost (%v)", ErrConnection, m.dst.Name(), f))
+	case FaultRefused:
+		return fmt.Errorf("%w: VM %q already runs at %s", ErrTooLate, m.vm.ID(), m.dst.Name())
+	case FaultDestinationGone:
+		m.fail(fmt.Errorf("%w: the process on %s ended", ErrDestination, m.dst.Name()))
+	case FaultSourceGone:
+		return m.sourceGone()
 	}
 	return nil
 }

@@ -38,8 +38,9 @@ type Migration struct {
 	timerSet     bool
 
 	handedOver bool
-	published  int  // events queued in the Sim
-	taken      *int // events returned, by Step or by the Sim's; shared with the Sim's queue
+	post       *postCopyRun // once the stun switched over into post-copy
+	published  int          // events queued in the Sim
+	taken      *int         // events returned, by Step or by the Sim's; shared with the Sim's queue
 }
 
 // Migrate moves vm to dst in a Sim of its own and returns the report. It
@@ -138,7 +139,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	m.srcRegs = src.Regions()
 	m.dstRegs = append([]*memory.Region{in.RAM()}, in.Framebuffers()...)
 	if cfg.Fidelity == Bytes {
-		m.xfer, err = newByteTransport(m)
+		m.xfer, err = newByteTransport(m, false)
 	} else {
 		m.xfer, err = newModelTransport(m, &s.costs)
 	}
@@ -168,6 +169,9 @@ func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (Co
 	c := CoreConfig{VM: vm.ID(), Policy: cfg.Policy, Costs: cfg.Costs, StunLatency: 3 * cfg.latency(),
 		NominalBandwidthBytesPerSec: cfg.goodput(), Framebuffers: len(vm.Framebuffers()),
 		Devices: len(vm.VGPUs()), DeviceStateBytes: stateBytes, PCIeBytesPerSec: vm.Host().Config().GPU.PCIeDMABytesPerSec}
+	if cfg.postCopy() {
+		c.PageListBytes = postCopyListBytes(vm)
+	}
 	if cfg.Mode != Legacy {
 		return c, nil
 	}
@@ -181,7 +185,7 @@ func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (Co
 // VM returns the VM being migrated: the source's until the switch-over, the
 // destination's after it.
 func (m *Migration) VM() *vgpu.VM {
-	if p := m.core.Phase(); p == PhaseRelease || p == PhaseDone {
+	if p := m.core.Phase(); p == PhasePostCopy || p == PhaseRelease || p == PhaseDone {
 		return m.in
 	}
 	return m.vm
@@ -212,6 +216,9 @@ func (m *Migration) Step() (Event, bool, error) {
 		}
 		if err := m.sim.step(maxTime); err == errNoEvent {
 			// Under way with nothing scheduled: no step would ever end it.
+			if m.core.DestinationPaused() {
+				return Event{}, false, fmt.Errorf("%w: post-copy of %q waits for its link (Recover)", ErrConnection, m.vm.ID())
+			}
 			return Event{}, false, fmt.Errorf("%w: migration of %q has nothing scheduled", ErrConnection, m.vm.ID())
 		} else if err != nil {
 			return Event{}, false, err
@@ -240,7 +247,7 @@ func (m *Migration) Run() (*Report, error) {
 }
 
 // Cancel gives the migration up. Before the destination acknowledged the
-// resume, the VM stays on the source — running if it ran, paused if it was
+// resume (in post-copy, before the VM resumed at the destination), the VM stays on the source — running if it ran, paused if it was
 // paused, its memory and device state as they were — and the destination
 // is left holding nothing; after, it returns ErrTooLate and the migration
 // completes. Canceling an ended or failed migration again does nothing.
@@ -248,7 +255,7 @@ func (m *Migration) Cancel() error {
 	switch m.core.Phase() {
 	case PhaseFailed:
 		return nil
-	case PhaseRelease, PhaseDone:
+	case PhasePostCopy, PhaseRelease, PhaseDone:
 		return fmt.Errorf("%w: VM %q already resumed at %s", ErrTooLate, m.vm.ID(), m.dst.Name())
 	}
 	m.fail(ErrCanceled)

@@ -29,6 +29,10 @@ func (m *Migration) publish() {
 func (m *Migration) transfer(capBps int64) {
 	n := m.xfer.pending()
 	m.xfer.markSent()
+	if m.post != nil {
+		n += m.post.pending
+		m.post.pending = 0
+	}
 	if n == 0 {
 		m.setTimer(m.sim.now + m.cfg.latency())
 		return
@@ -64,6 +68,16 @@ func (m *Migration) wake() {
 			return
 		}
 		a = m.core.RoundArrived(now, dirty, used)
+	case PhasePostCopy:
+		done, err := m.pushArrived()
+		if err != nil {
+			m.fail(err)
+			return
+		}
+		if !done {
+			return
+		}
+		a = m.core.Done(now)
 	default:
 		if err := m.complete(phase); err != nil {
 			m.fail(err)
@@ -163,6 +177,9 @@ func (m *Migration) execute(a Action) error {
 		m.core.DevicesSaved(n)
 		m.setTimer(now + m.pcieTime(n))
 	case DoSendFinalRAM, DoSendFinalFramebuffers:
+		if a.PostCopy {
+			return m.sendPageList(a)
+		}
 		var sum Traffic
 		sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.Add(t) }
 		if err := m.src.SendRegions(a.First, a.Regions, a.AllInUse, m.xfer.send, sent); err != nil {
@@ -185,8 +202,10 @@ func (m *Migration) execute(a Action) error {
 		m.setTimer(now + m.pcieTime(m.core.rep.DeviceStateBytes))
 	case DoResume:
 		m.setTimer(now + m.cfg.Costs.Resume)
-	case DoRollBack:
+	case DoRollBack, DoStrand:
 		m.rollBack(a)
+	case DoPostCopy:
+		return m.startPostCopy()
 	case DoNothing:
 		m.finish()
 	}
@@ -228,6 +247,11 @@ func (m *Migration) acknowledged() error {
 	if err := m.in.SetThrottle(throttle); err != nil {
 		return m.handBack(err)
 	}
+	if m.post != nil {
+		if err := m.markAbsent(); err != nil {
+			return m.handBack(err)
+		}
+	}
 	if resume {
 		if err := m.in.Resume(); err != nil {
 			return m.handBack(err)
@@ -251,6 +275,9 @@ func (m *Migration) handBack(cause error) error {
 // release frees the VM at the source.
 func (m *Migration) release() {
 	m.xfer.close()
+	if m.post != nil && m.post.xfer != nil {
+		m.post.xfer.close()
+	}
 	if err := m.src.Release(); err != nil {
 		// The VM is already the destination's; a source that cannot
 		// release it is reported, not undone.
@@ -278,6 +305,10 @@ func (m *Migration) fail(cause error) {
 // rollBack gives the VM back to the source and frees what the destination
 // holds.
 func (m *Migration) rollBack(a Action) {
+	if a.Kind == DoStrand {
+		m.strand(false)
+		return
+	}
 	if a.Kind != DoRollBack {
 		return
 	}
@@ -302,6 +333,12 @@ func (m *Migration) finish() {
 	m.sim.net.remove(m.flow)
 	m.sim.remove(m)
 	m.wireBytes = m.xfer.total()
+	if pc := m.post; pc != nil {
+		m.wireBytes += pc.wire
+		if pc.xfer != nil {
+			m.wireBytes += pc.xfer.total()
+		}
+	}
 	r := m.core.rep
 	w := m.cfg.MetricsWindow
 	m.before = m.metrics(r.Start-w, r.Start)

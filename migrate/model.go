@@ -547,6 +547,7 @@ func (t *modelTransport) pending() int64 { return t.w.Offset() + t.modelled - t.
 func (t *modelTransport) markSent()      { t.sent = t.w.Offset() + t.modelled }
 func (t *modelTransport) total() int64   { return t.w.Offset() + t.modelled }
 func (t *modelTransport) deliver() error { return nil }
+func (t *modelTransport) commit() error  { return nil }
 
 func (t *modelTransport) states() ([][]byte, error) {
 	if t.received == nil {

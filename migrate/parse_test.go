@@ -49,7 +49,7 @@ func TestParseNames(t *testing.T) {
 		{"non-convergence", named[NonConvergence](), parser(ParseNonConvergence),
 			[]string{"", "switch", "switch-over-anyway", "Abort", NonConvergence(0).String()}},
 		{"fault", named[Fault](), parser(ParseFault),
-			[]string{"", "link down", "Refused", Fault(0).String(), Fault(numFaults + 1).String()}},
+			[]string{"", "link down", "Refused", Fault(0).String(), Fault(numFaults + 2).String()}},
 		{"phase", named[Phase](), parser(ParsePhase),
 			[]string{"", "precopy", "final-RAM", "final ram", "Done", Phase(0).String(), Phase(numPhases + 1).String()}},
 	}

@@ -3,9 +3,11 @@ package migrate
 import "fmt"
 
 // Phase is the state of a Migration. A migration moves through them in
-// order, skipping none but PhasePreCopy (Legacy mode still pre-copies guest RAM;
-// a VM without dirty memory may switch over after round 0), and ends in
-// PhaseDone or PhaseFailed.
+// order, skipping none but PhasePreCopy (Legacy mode still pre-copies
+// guest RAM; a VM without dirty memory may switch over after round 0;
+// PostCopy mode sends no round) and PhasePostCopy (entered only when the
+// migration switched over into post-copy), and ends in PhaseDone or
+// PhaseFailed.
 type Phase uint8
 
 const (
@@ -33,6 +35,11 @@ const (
 	// PhaseResume starts the VM at the destination and waits for its
 	// acknowledgement; until then the source owns the VM.
 	PhaseResume
+	// PhasePostCopy: the VM runs at the destination while the pages it
+	// lacks are pushed from the source and pulled when it touches them.
+	// Neither end alone holds the whole VM: see Core.LinkLost and
+	// ErrVMLost.
+	PhasePostCopy
 	// PhaseRelease frees and scrubs the VM's resources at the source.
 	PhaseRelease
 	// PhaseDone: the VM runs at the destination.
@@ -56,7 +63,7 @@ func Phases() []Phase {
 var phaseNames = [...]string{
 	PhaseSetup: "setup", PhasePreCopy: "pre-copy", PhaseSwitchover: "switchover", PhaseQuiesce: "quiesce",
 	PhaseDeviceSave: "device save", PhaseFinalRAM: "final RAM", PhaseFinalFramebuffer: "final framebuffer",
-	PhaseDeviceState: "device state", PhaseRestore: "restore", PhaseResume: "resume", PhaseRelease: "release",
+	PhaseDeviceState: "device state", PhaseRestore: "restore", PhaseResume: "resume", PhasePostCopy: "post-copy", PhaseRelease: "release",
 	PhaseDone: "done", PhaseFailed: "failed",
 }
 

@@ -50,10 +50,14 @@ func (p Policy) WithDefaults() (Policy, error) {
 		p.Throttle = DefaultThrottle()
 	}
 	switch {
-	case p.Mode != PreCopy && p.Mode != Legacy:
+	case p.Mode < PreCopy || p.Mode > PostCopy:
 		return p, fmt.Errorf("%w: unknown mode %v", ErrConfig, p.Mode)
-	case p.OnNonConvergence < Throttle || p.OnNonConvergence > Abort:
+	case p.OnNonConvergence < Throttle || p.OnNonConvergence > SwitchToPostCopy:
 		return p, fmt.Errorf("%w: unknown policy %v", ErrConfig, p.OnNonConvergence)
+	case p.OnNonConvergence == SwitchToPostCopy && p.Mode != PreCopy:
+		// Legacy mode moves the framebuffer in the stun, through the
+		// device checkpoint path, which cannot be left for later.
+		return p, fmt.Errorf("%w: %v only in %v mode", ErrConfig, p.OnNonConvergence, PreCopy)
 	case p.StunTarget < 0 || p.StunLimit < 0:
 		return p, fmt.Errorf("%w: negative stun target or limit", ErrConfig)
 	case p.MaxRounds < 1 || p.MaxRounds > 1000:
@@ -63,6 +67,10 @@ func (p Policy) WithDefaults() (Policy, error) {
 	}
 	return p, nil
 }
+
+// postCopy reports whether the migration may end in post-copy: PostCopy
+// mode, or pre-copy that switches to it when it does not converge.
+func (p Policy) postCopy() bool { return p.Mode == PostCopy || p.OnNonConvergence == SwitchToPostCopy }
 
 // tracked returns how many of a VM's regions, guest RAM first, pre-copy
 // follows out of regions: guest RAM and, in PreCopy mode, every

@@ -187,6 +187,11 @@ type Report struct {
 	During vgpu.Metrics `json:"during"`
 	After  vgpu.Metrics `json:"after"`
 
+	// PostCopy is the account of the post-copy phase, for a migration
+	// that switched over into it (PostCopy mode, SwitchToPostCopy); nil
+	// otherwise.
+	PostCopy *PostCopyReport `json:"post_copy,omitempty"`
+
 	Events []Event `json:"events"`
 }
 
@@ -223,6 +228,10 @@ func (r *Report) Settle() {
 	for _, f := range r.Final.Framebuffers {
 		pages.Add(f)
 	}
+	if pc := r.PostCopy; pc != nil {
+		pages.Add(pc.Pushed)
+		pages.Add(pc.Faulted)
+	}
 	r.RawBytes = pages.RawBytes
 	if pages.WireBytes > 0 {
 		r.CompressionRatio = float64(pages.RawBytes) / float64(pages.WireBytes)
@@ -234,6 +243,10 @@ func (r *Report) Settle() {
 // MetricsWindow.
 func (m *Migration) Report() *Report {
 	r := m.core.Report()
+	if m.core.Phase() == PhasePostCopy {
+		// The window and a pause run on to now, not to the last event.
+		r.PostCopy = m.core.postCopyReport(m.sim.now)
+	}
 	r.Source, r.Destination, r.Fidelity, r.Link = m.srcHost.Name(), m.dst.Name(), m.cfg.Fidelity, m.cfg.Link.Name
 	for _, l := range m.cfg.Via {
 		r.Via = append(r.Via, l.Name)

@@ -39,6 +39,10 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "  wire %d B for %d B of pages (ratio %.2f), device state %d B, max throttle %.0f %%\n",
 		r.WireBytes, r.RawBytes, r.CompressionRatio, r.DeviceStateBytes, 100*r.MaxThrottle)
+	if p := r.PostCopy; p != nil {
+		fmt.Fprintf(&b, "  post-copy: window %v, %d pages owed, %d pushed, %d faults in %d fetches (p50 %v, p99 %v, max %v), stall %v, paused %v\n",
+			p.Window, p.OwedPages, p.Pushed.Pages, p.Faults, p.Fetches, p.FaultLatencyP50, p.FaultLatencyP99, p.FaultLatencyMax, p.Stall, p.Paused)
+	}
 	for _, m := range []struct {
 		name string
 		m    vgpu.Metrics

@@ -47,6 +47,17 @@ func (nw *network) start(f *flow, n, capBps int64) {
 	nw.allocate()
 }
 
+// extend adds n bytes to f's transfer, ahead of what it has left (a
+// demand fetch in post-copy), or starts one of n bytes if f is idle.
+func (nw *network) extend(f *flow, n int64) {
+	if !f.busy {
+		nw.start(f, n, 0)
+		return
+	}
+	f.remaining += n
+	nw.allocate()
+}
+
 // add puts f, its path set, on the network.
 func (nw *network) add(f *flow) {
 	nw.flows = append(nw.flows, f)

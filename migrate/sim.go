@@ -401,6 +401,13 @@ func (s *Sim) advanceHosts() error {
 		}
 		return err
 	}
+	// The pages VMs in post-copy touched while the hosts moved on are
+	// fetched now, each migration's in one request.
+	for _, m := range slices.Clone(s.active) {
+		if err := m.serveFaults(); err != nil {
+			m.fail(err)
+		}
+	}
 	return nil
 }
 
@@ -453,7 +460,10 @@ func (s *Sim) step(limit time.Duration) error {
 
 // Step returns the earliest event of any migration not yet returned (see
 // Sim), advancing simulated time to the next event if none is waiting.
-// With no migration under way and no event waiting it returns false.
+// With no migration under way and no event waiting it returns false; so
+// it does when the only migrations under way are post-copies waiting for
+// their lost link (Migration.Recover), which nothing but time and the
+// caller moves on.
 func (s *Sim) Step() (Event, bool, error) {
 	for {
 		if e, ok := s.pop(); ok {

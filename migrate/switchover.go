@@ -21,9 +21,12 @@ const (
 	// ThrottledToLimit: throttling reached its maximum without
 	// convergence and the migration switched over.
 	ThrottledToLimit
+	// NoPreCopy: PostCopy mode, which switches over before any round.
+	NoPreCopy
 )
 
-var reasonNames = [...]string{Converged: "converged", RoundLimit: "round limit", DirtyRateTooHigh: "dirty rate at or above link rate", ThrottledToLimit: "throttle at maximum"}
+var reasonNames = [...]string{Converged: "converged", RoundLimit: "round limit", DirtyRateTooHigh: "dirty rate at or above link rate",
+	ThrottledToLimit: "throttle at maximum", NoPreCopy: "post-copy mode"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) && reasonNames[r] != "" {
@@ -117,7 +120,7 @@ func onNonConvergence(policy NonConvergence, steps ThrottleSteps, why Reason, th
 	switch {
 	case policy == Abort:
 		return 0, 0, fmt.Errorf("%w: %v", ErrNotConverged, why)
-	case policy == SwitchAnyway, why == RoundLimit:
+	case policy == SwitchAnyway, policy == SwitchToPostCopy, why == RoundLimit:
 		return 0, why, nil
 	case throttle >= steps.Max:
 		return 0, ThrottledToLimit, nil

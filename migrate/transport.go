@@ -39,6 +39,9 @@ type transport interface {
 	// states returns the device states the destination received, once
 	// the whole stream has been delivered and verified.
 	states() ([][]byte, error)
+	// commit verifies the whole stream, delivered, for a stream that
+	// carries no device state (post-copy's).
+	commit() error
 	// abort scrubs whatever the destination received.
 	abort()
 	// close frees the codecs; it is called once, at the end.
@@ -82,7 +85,10 @@ type byteTransport struct {
 	applyErr error // the first failure to apply, told by deliver
 }
 
-func newByteTransport(m *Migration) (*byteTransport, error) {
+// newByteTransport returns m's byte transport; continued, for the
+// post-copy stream, which continues the first into the destination's
+// regions rather than scrubbing them.
+func newByteTransport(m *Migration, continued bool) (*byteTransport, error) {
 	t := &byteTransport{m: m}
 	var err error
 	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), writerOptions(m)); err != nil {
@@ -112,7 +118,11 @@ func newByteTransport(m *Migration) (*byteTransport, error) {
 	for i, r := range m.dstRegs {
 		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: r}
 	}
-	if t.ap, err = checkpoint.NewApplier(t.rd, refs); err != nil {
+	newApplier := checkpoint.NewApplier
+	if continued {
+		newApplier = checkpoint.NewContinuingApplier
+	}
+	if t.ap, err = newApplier(t.rd, refs); err != nil {
 		return nil, wrap(ErrStream, err)
 	}
 	return t, nil
@@ -158,6 +168,11 @@ func (t *byteTransport) finish(states [][]byte) error {
 		if err := t.w.WriteDeviceState(ds); err != nil {
 			return wrap(ErrStream, err)
 		}
+	}
+	if t.m.post != nil {
+		// Post-copy: the destination's memory moves on before the last
+		// page arrives, so no digest taken here could match it.
+		return wrap0(ErrStream, t.w.Close())
 	}
 	// The regions' digests, taken now that the VM is stunned, let the
 	// destination check every byte it applied.
@@ -205,9 +220,11 @@ func (t *byteTransport) deliver() error {
 	return t.applyErr
 }
 
+func (t *byteTransport) commit() error { return wrap0(ErrStream, t.ap.Commit()) }
+
 func (t *byteTransport) states() ([][]byte, error) {
-	if err := t.ap.Commit(); err != nil {
-		return nil, wrap(ErrStream, err)
+	if err := t.commit(); err != nil {
+		return nil, err
 	}
 	return DeviceStates(t.ap.DeviceStates(), len(t.m.srcRegs)-1)
 }

@@ -54,10 +54,16 @@
 // (PrepareIncoming) until Commit or Abort. A vGPU is created, running,
 // paused, stopped or destroyed. Refused transitions are *TransitionError.
 // Pause is a stun: the workload stops and the scheduler tenant gets no
-// turns, but queued work and memory are kept. Making and starting a VM is
-// all or nothing: CreateVM refuses a workload that does not fit the VM (a
-// Fitter says so before it starts), and a VM whose start fails stays as it
-// was, its vGPUs stopped.
+// turns, but queued work and memory are kept. A stall (VM.Stall) is a
+// pause of the hypervisor's for a set time, with the VM left running: a
+// migration's destination stalls the VM while a page it touched comes from
+// the source (post-copy). Its workload waits as in a pause — requests
+// arriving meanwhile wait, an iteration or a frame takes longer — and runs
+// on when the stall ends, at a step of the host's Advance
+// (Host.NextEventAt stops there). Making and starting a VM is all or
+// nothing: CreateVM refuses a workload that does not fit the VM (a Fitter
+// says so before it starts), and a VM whose start fails stays as it was,
+// its vGPUs stopped.
 //
 // A vGPU's device state — PCI configuration space, a BAR0 register file,
 // channels, contexts with their page-table roots, its scheduler tenant's

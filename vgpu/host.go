@@ -202,16 +202,20 @@ func (h *Host) Config() HostConfig { return h.cfg }
 func (h *Host) Now() time.Duration { return h.now }
 
 // NextEventAt returns when, on the host's clock, the earliest event of its
-// running workloads is due (a request arriving, a frame, a poll), and
-// false if none is pending. An event a paused VM's workload held back is
-// due now, once the VM runs again. Advance stops at each such event on
-// its way, and an Advance split anywhere gives the same result as one, so
-// a discrete-event driver advances the host from one event to the next
-// (Advance(t - Now())) and misses nothing between them.
+// running workloads is due (a request arriving, a frame, a poll) or a
+// stalled VM's stall ends (VM.Stall), and false if none is pending. An
+// event a paused VM's workload held back is due now, once the VM runs
+// again; one a stalled VM's held back, at the stall's end. Advance stops
+// at each such event on its way, and an Advance split anywhere gives the
+// same result as one, so a discrete-event driver advances the host from
+// one event to the next (Advance(t - Now())) and misses nothing between
+// them.
 func (h *Host) NextEventAt() (time.Duration, bool) {
 	t := NoEvent
 	for _, vm := range h.vms {
-		if w := vm.active(); w != nil {
+		if vm.stalled {
+			t = min(t, vm.stallUntil)
+		} else if w := vm.active(); w != nil {
 			t = min(t, w.NextEvent())
 		}
 	}
@@ -280,14 +284,14 @@ func (h *Host) nextGeneration(parent uint64) uint64 {
 // apart.
 //
 // Inside, it goes from event to event: it takes the earliest next event of
-// any running workload (a request arriving, a frame due, a poll), advances
-// every GPU's scheduler to it — handing each completed job back to the
-// workload that submitted it, by its tag — advances every workload's
-// continuous memory writes to it, and only then fires the events due, so
-// that work is submitted at its exact time and its latency is right.
-// Because every event time is a function of the workloads' state alone,
-// splitting an Advance into many smaller ones gives the same result as one
-// call.
+// any running workload (a request arriving, a frame due, a poll) or stall
+// end, advances every GPU's scheduler to it — handing each completed job
+// back to the workload that submitted it, by its tag — ends the stalls due
+// (VM.Stall), advances every workload's continuous memory writes to it,
+// and only then fires the events due, so that work is submitted at its
+// exact time and its latency is right. Because every event time is a
+// function of the workloads' and stalls' state alone, splitting an
+// Advance into many smaller ones gives the same result as one call.
 func (h *Host) Advance(d time.Duration) error {
 	if h.clock != nil {
 		return fmt.Errorf("%w: host %q is driven by %s", ErrDriven, h.cfg.Name, h.clock.driver)
@@ -316,6 +320,12 @@ func (h *Host) advance(d time.Duration) error {
 			}
 		}
 		h.phase = phaseIdle
+		// A stall that ends now ends before the workloads move on: its
+		// vGPUs get turns from now, and its workload, resumed at now,
+		// fires what fell due meanwhile below.
+		if err := h.endStalls(); err != nil {
+			return err
+		}
 		for _, vm := range h.vms {
 			if w := vm.active(); w != nil {
 				if err := w.AdvanceTo(&vm.env, t); err != nil {

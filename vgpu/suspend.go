@@ -44,7 +44,9 @@ const vmAttachment = "vgpu.vm"
 // vGPUs released: the file is the VM now, and Host.Resume brings it back,
 // on this host or another, running or paused as it was. On failure the VM
 // is left as it was, running or paused; the one exception, said so by the
-// error, is a release that fails after the file is whole.
+// error, is a release that fails after the file is whole. A stalled VM
+// (VM.Stall) is written running, its stall ended; one that fails to be
+// suspended is stalled again until the stall's end.
 //
 // The VM must be running or paused, not migrating, with vGPUs (a
 // passthrough GPU's state cannot be saved) and a workload, if any, that
@@ -70,6 +72,9 @@ func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 		}
 	}
 	wasRunning := vm.state == VMRunning
+	// A stall ends with the pause (the file holds the VM running); a
+	// suspend that fails stalls the VM again for the rest of it.
+	stallEnd, stalled := vm.StalledUntil()
 	if wasRunning {
 		if err := vm.pause(); err != nil {
 			return err
@@ -86,6 +91,11 @@ func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 		// Paused and resumed at one instant: nothing of the VM changed.
 		if rerr := vm.resume(); rerr != nil {
 			return fmt.Errorf("%w (and resuming the VM again: %w)", err, rerr)
+		}
+		if stalled {
+			if rerr := vm.Stall(stallEnd - vm.host.now); rerr != nil {
+				return fmt.Errorf("%w (and stalling the VM again: %w)", err, rerr)
+			}
 		}
 	}
 	return err

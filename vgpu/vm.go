@@ -22,6 +22,9 @@ type VMState uint8
 //	incoming --Restore--> paused, --Commit--> running, --Abort--> destroyed
 //	paused/stopped --Restore--> paused (a checkpoint restored in place)
 //	any      --Destroy--> destroyed
+//
+// A running VM may also be stalled (Stall) for a while: it waits as if
+// paused but stays running.
 const (
 	VMCreated VMState = iota + 1
 	VMRunning
@@ -111,6 +114,14 @@ type VM struct {
 	// VM stunned, however they net out.
 	claim   *MigrationClaim
 	changes uint64
+
+	// A stall (Stall): the VM runs but waits, its vGPUs and workload
+	// paused as in a pause, from stallFrom until stallUntil (after it,
+	// when its latest stall ended). stallTotal is the time of the stalls
+	// that have ended.
+	stalled               bool
+	stallFrom, stallUntil time.Duration
+	stallTotal            time.Duration
 }
 
 // ID returns the VM's ID.

@@ -25,7 +25,8 @@ func (vm *VM) SetWorkload(w Workload) error {
 		return err
 	}
 	vm.workload = w
-	if vm.state == VMRunning {
+	if vm.state == VMRunning && !vm.stalled {
+		// A stalled VM starts it when the stall ends (endStall).
 		if err := vm.startWorkload(); err != nil {
 			vm.workload = nil
 			return err
@@ -34,9 +35,10 @@ func (vm *VM) SetWorkload(w Workload) error {
 	return nil
 }
 
-// active returns the workload the host drives: a running VM's.
+// active returns the workload the host drives: a running VM's, unless
+// the VM is stalled.
 func (vm *VM) active() Workload {
-	if vm.state != VMRunning || !vm.wlStarted {
+	if vm.state != VMRunning || !vm.wlStarted || vm.stalled {
 		return nil
 	}
 	return vm.workload
@@ -146,6 +148,13 @@ func (vm *VM) pause() error {
 	if vm.state != VMRunning {
 		return vm.refuse("pause")
 	}
+	if vm.stalled {
+		// The stall has paused the devices and the workload already:
+		// the pause takes over from it.
+		vm.dropStall()
+		vm.state = VMPaused
+		return nil
+	}
 	for _, d := range vm.devices {
 		if err := d.pause(); err != nil {
 			return err
@@ -195,6 +204,7 @@ func (vm *VM) Stop() error {
 		return vm.refuse("stop")
 	}
 	vm.changes++
+	vm.dropStall()
 	for _, d := range vm.devices {
 		if err := d.stop(); err != nil {
 			return err
@@ -224,6 +234,7 @@ func (vm *VM) destroy() error {
 	if vm.state == VMDestroyed {
 		return vm.refuse("destroy")
 	}
+	vm.dropStall()
 	if vm.workload != nil && vm.wlStarted {
 		vm.workload.Stop(&vm.env)
 		vm.wlStarted = false

@@ -119,6 +119,9 @@ func TestLiveBranches(t *testing.T) {
 // lets its copy go.
 func TestLiveCancelEveryPhase(t *testing.T) {
 	for _, at := range migrate.Phases()[:migrate.PhaseRelease] {
+		if at == migrate.PhasePostCopy {
+			continue // the live mode has no post-copy (yet)
+		}
 		t.Run(at.String(), func(t *testing.T) {
 			vm, dst := branchVM(t)
 			src := vm.Host()

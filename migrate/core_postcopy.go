@@ -1,0 +1,192 @@
+package migrate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// PostCopyReport is the account of a migration's post-copy phase: what the
+// VM paid for running at the destination before its pages had all
+// arrived. A page the VM touched before it arrived is a fault: the VM
+// waits for the page to be asked for and sent, the link's round trip plus
+// the page's transfer, ahead of the background push. The stun of a
+// post-copy migration is short (it sends no page); its cost moves into
+// the degradation window that follows, which these fields measure.
+type PostCopyReport struct {
+	// Start is when the VM resumed at the destination with pages still
+	// at the source (the Sim's time), and Window the degradation window:
+	// from then until the last page arrived (so far, while it lasts).
+	Start  time.Duration `json:"start_ns"`
+	Window time.Duration `json:"window_ns"`
+	// OwedPages is how many pages the destination lacked when the VM
+	// resumed.
+	OwedPages int64 `json:"owed_pages"`
+	// Pushed is what the source sent in the background; Faulted what the
+	// VM pulled by touching pages, Faults of them, in Fetches requests
+	// (the pages one host step touched go in one request).
+	Pushed  Traffic `json:"pushed"`
+	Faulted Traffic `json:"faulted"`
+	Faults  int64   `json:"faults"`
+	Fetches int64   `json:"fetches"`
+	// FaultLatencyP50, P99 and Max are the time a faulting page waited
+	// for its page, over every fault.
+	FaultLatencyP50 time.Duration `json:"fault_latency_p50_ns"`
+	FaultLatencyP99 time.Duration `json:"fault_latency_p99_ns"`
+	FaultLatencyMax time.Duration `json:"fault_latency_max_ns"`
+	// Stall is the time the VM waited on its faults in all.
+	Stall time.Duration `json:"stall_ns"`
+	// Paused is the time the destination held the VM paused because the
+	// link to the source was lost, until Recover.
+	Paused time.Duration `json:"paused_ns"`
+}
+
+// postCopyState is the Core's post-copy bookkeeping.
+type postCopyState struct {
+	rep         PostCopyReport
+	latencies   []fetchLatency
+	pausedSince time.Duration // valid while paused
+	paused      bool
+}
+
+// fetchLatency is one demand fetch's pages: the k-th (from 0) of n
+// waited first + k×step.
+type fetchLatency struct {
+	n           int64
+	first, step time.Duration
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 100, nearest rank) of
+// every fault's latency, exactly, without keeping one entry a fault: the
+// smallest latency x such that at least ⌈p×N/100⌉ faults waited no
+// longer.
+func percentile(fs []fetchLatency, p int) time.Duration {
+	var total int64
+	hi := time.Duration(0)
+	for _, f := range fs {
+		total += f.n
+		hi = max(hi, f.first+time.Duration(f.n-1)*f.step)
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := (total*int64(p) + 99) / 100
+	atMost := func(x time.Duration) int64 {
+		var c int64
+		for _, f := range fs {
+			switch {
+			case x < f.first:
+			case f.step == 0:
+				c += f.n
+			default:
+				c += min(f.n, int64((x-f.first)/f.step)+1)
+			}
+		}
+		return c
+	}
+	lo := time.Duration(0)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if atMost(mid) >= rank {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// Faulted records at now a demand fetch in post-copy: region i's pages t
+// the VM touched before they arrived, the first of them after first, each
+// next one step later. The VM waits for the last (see PostCopyReport).
+func (c *Core) Faulted(now time.Duration, i int, t Traffic, first, step time.Duration) {
+	if c.phase != PhasePostCopy || c.post == nil || t.Pages <= 0 || i < 0 || i > c.cfg.Framebuffers {
+		return
+	}
+	pc := c.post
+	pc.rep.Faulted.Add(t)
+	pc.rep.Faults += t.Pages
+	pc.rep.Fetches++
+	pc.rep.Stall += first + time.Duration(t.Pages-1)*step
+	pc.latencies = append(pc.latencies, fetchLatency{n: t.Pages, first: first, step: step})
+}
+
+// LinkLost reports at now that the link to the other end was lost, for
+// cause. Before post-copy it is a failure like any other (Fail). In
+// post-copy the destination cannot serve its faults and cannot give the
+// VM back: the answer is DoPauseDestination, and the migration waits for
+// LinkRestored — however long, since resuming the VM would run it with
+// pages missing and the source's copy is no longer the VM.
+func (c *Core) LinkLost(now time.Duration, cause error) Action {
+	if c.phase != PhasePostCopy {
+		return c.Fail(now, cause)
+	}
+	pc := c.post
+	if !pc.paused {
+		pc.paused, pc.pausedSince = true, now
+		c.noticeAt(now, fmt.Sprintf("post-copy: %v; the destination pauses the VM until the link returns", cause))
+	}
+	return Action{Kind: DoPauseDestination}
+}
+
+// LinkRestored reports at now that the link lost in post-copy is back:
+// the destination resumes the VM as it was before the loss and the pages
+// follow again. Anywhere else it is refused with ErrConfig.
+func (c *Core) LinkRestored(now time.Duration) (Action, error) {
+	if c.phase != PhasePostCopy || !c.post.paused {
+		return Action{}, fmt.Errorf("%w: no lost post-copy link to restore in %v", ErrConfig, c.phase)
+	}
+	pc := c.post
+	pc.paused = false
+	pc.rep.Paused += now - pc.pausedSince
+	c.noticeAt(now, fmt.Sprintf("post-copy: link restored after %v; the VM runs again", now-pc.pausedSince))
+	return Action{Kind: DoResumePostCopy}, nil
+}
+
+// DestinationPaused reports whether the destination is holding the VM
+// paused for a lost link.
+func (c *Core) DestinationPaused() bool { return c.post != nil && c.post.paused }
+
+// enterPostCopy starts the post-copy phase at now, owed pages short.
+func (c *Core) enterPostCopy(now time.Duration) Action {
+	pc := c.post
+	pc.rep.Start = now
+	c.enter(now, PhasePostCopy, PhaseStarted, fmt.Sprintf("VM runs at the destination; %d pages follow", pc.rep.OwedPages))
+	return Action{Kind: DoPostCopy}
+}
+
+// Owe records the pages of region i the stun of a post-copy migration
+// left for later.
+func (c *Core) Owe(pages int64) {
+	if c.post != nil && (c.phase == PhaseFinalRAM || c.phase == PhaseFinalFramebuffer) {
+		c.post.rep.OwedPages += max(pages, 0)
+	}
+}
+
+// closePostCopy ends the post-copy's account at now: its window and any
+// pause for a lost link end there.
+func (c *Core) closePostCopy(now time.Duration) {
+	pc := c.post
+	if pc.paused {
+		pc.rep.Paused += now - pc.pausedSince
+		pc.paused = false
+	}
+	pc.rep.Window = now - pc.rep.Start
+}
+
+// postCopyReport returns the post-copy account as of now, or nil.
+func (c *Core) postCopyReport(now time.Duration) *PostCopyReport {
+	if c.post == nil {
+		return nil
+	}
+	r := c.post.rep
+	if c.phase == PhasePostCopy {
+		r.Window = now - r.Start
+		if c.post.paused {
+			r.Paused += now - c.post.pausedSince
+		}
+	}
+	fs := slices.Clone(c.post.latencies)
+	r.FaultLatencyP50, r.FaultLatencyP99, r.FaultLatencyMax = percentile(fs, 50), percentile(fs, 99), percentile(fs, 100)
+	return &r
+}

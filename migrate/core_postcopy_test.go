@@ -1,0 +1,135 @@
+package migrate
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestCorePostCopySteps: in PostCopy mode the Core sends no round, asks
+// for page lists rather than pages in the stun, enters PhasePostCopy
+// after the resume, accounts the faults, and releases the source when
+// the driver says every page arrived.
+func TestCorePostCopySteps(t *testing.T) {
+	c := coreFixture(t, Policy{Mode: PostCopy})
+	now := time.Millisecond
+	var kinds []ActionKind
+	for c.Phase() != PhasePostCopy {
+		a := c.Done(now)
+		kinds = append(kinds, a.Kind)
+		if a.Kind == DoSendFinalRAM || a.Kind == DoSendFinalFramebuffers {
+			if !a.PostCopy || !a.AllInUse {
+				t.Fatalf("%v: %+v", a.Kind, a)
+			}
+			c.Sent(a.First, Traffic{WireBytes: 8})
+			c.Owe(100)
+		}
+		now += time.Millisecond
+	}
+	want := []ActionKind{DoSwitchOver, DoPause, DoSaveDevices, DoSendFinalRAM, DoSendFinalFramebuffers, DoSendDeviceStates,
+		DoRestore, DoResume, DoPostCopy}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("actions %v, want %v", kinds, want)
+	}
+	rep := c.Report()
+	if len(rep.Rounds) != 0 || rep.Switchover != NoPreCopy || rep.PostCopy == nil || rep.PostCopy.OwedPages != 200 {
+		t.Fatalf("report: %d rounds, switchover %v, post-copy %+v", len(rep.Rounds), rep.Switchover, rep.PostCopy)
+	}
+	start := now - time.Millisecond
+	c.Sent(0, Traffic{Pages: 150, RawBytes: 150 * 4096, WireBytes: 1000})
+	c.Faulted(now, 1, Traffic{Pages: 4, RawBytes: 4 * 4096, WireBytes: 100}, 10*time.Millisecond, time.Millisecond)
+	c.Faulted(now, 0, Traffic{Pages: 1, RawBytes: 4096, WireBytes: 30}, 20*time.Millisecond, 0)
+	if a := c.LinkLost(now, ErrConnection); a.Kind != DoPauseDestination || !c.DestinationPaused() {
+		t.Fatalf("link lost in post-copy: %+v", a)
+	}
+	now += time.Second
+	if a, err := c.LinkRestored(now); err != nil || a.Kind != DoResumePostCopy {
+		t.Fatalf("link restored: %+v, %v", a, err)
+	}
+	if _, err := c.LinkRestored(now); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a second restore: %v", err)
+	}
+	now += time.Millisecond
+	if a := c.Done(now); a.Kind != DoRelease {
+		t.Fatalf("every page arrived: %+v", a)
+	}
+	c.Done(now)
+	rep = c.Report()
+	p := rep.PostCopy
+	if rep.Outcome != PhaseDone || p.Faults != 5 || p.Fetches != 2 || p.Pushed.Pages != 150 || p.Paused != time.Second ||
+		p.Window != now-start || p.Stall != 13*time.Millisecond+20*time.Millisecond {
+		t.Fatalf("outcome %v, post-copy %+v", rep.Outcome, *p)
+	}
+	// Latencies 10, 11, 12, 13 and 20 ms.
+	if p.FaultLatencyP50 != 12*time.Millisecond || p.FaultLatencyP99 != 20*time.Millisecond || p.FaultLatencyMax != 20*time.Millisecond {
+		t.Fatalf("latencies p50 %v p99 %v max %v", p.FaultLatencyP50, p.FaultLatencyP99, p.FaultLatencyMax)
+	}
+	if rep.RawBytes != 155*4096 {
+		t.Fatalf("raw bytes %d", rep.RawBytes)
+	}
+}
+
+// TestCorePostCopyFailure: a failure in post-copy loses the VM
+// (DoStrand, ErrVMLost); a lost link before it is a failure like any
+// other; the hybrid switches into post-copy when pre-copy does not
+// converge, and not when it does.
+func TestCorePostCopyFailure(t *testing.T) {
+	c := coreFixture(t, Policy{Mode: PostCopy})
+	for c.Phase() != PhasePostCopy {
+		c.Done(0)
+	}
+	a := c.Fail(0, ErrDestination)
+	if a.Kind != DoStrand || !errors.Is(a.Err, ErrVMLost) || !errors.Is(a.Err, ErrDestination) || c.Phase() != PhaseFailed {
+		t.Fatalf("fail in post-copy: %+v", a)
+	}
+	c = coreFixture(t, Policy{Mode: PostCopy})
+	c.Done(0)
+	if a := c.LinkLost(0, ErrConnection); a.Kind != DoRollBack || !errors.Is(a.Err, ErrConnection) {
+		t.Fatalf("link lost at switchover: %+v", a)
+	}
+	hybrid := Policy{OnNonConvergence: SwitchToPostCopy, MaxRounds: 2, StunTarget: 400 * time.Millisecond}
+	c = coreFixture(t, hybrid)
+	feed(t, c, []round{{wireBytes: 1e9, rawBytes: 1e9, dirtyBytes: 5e8, took: time.Second},
+		{wireBytes: 5e8, rawBytes: 5e8, dirtyBytes: 4e8, took: 500 * time.Millisecond}})
+	if rep := c.Report(); c.Phase() != PhaseSwitchover || rep.Switchover != RoundLimit || rep.PostCopy == nil {
+		t.Fatalf("hybrid that did not converge: %v, %v, %v", c.Phase(), rep.Switchover, rep.PostCopy)
+	}
+	c = coreFixture(t, hybrid)
+	feed(t, c, []round{{wireBytes: 1e9, rawBytes: 1e9, took: time.Second}})
+	if rep := c.Report(); c.Phase() != PhaseSwitchover || rep.Switchover != Converged || rep.PostCopy != nil {
+		t.Fatalf("hybrid that converged: %v, %v, %v", c.Phase(), rep.Switchover, rep.PostCopy)
+	}
+	for _, p := range []Policy{{Mode: Legacy, OnNonConvergence: SwitchToPostCopy}, {Mode: PostCopy, OnNonConvergence: SwitchToPostCopy}} {
+		if _, err := p.WithDefaults(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%v with %v: %v", p.Mode, p.OnNonConvergence, err)
+		}
+	}
+}
+
+// TestFaultLatencyPercentile: the percentiles computed from fetches'
+// arithmetic runs equal the nearest-rank percentiles of every latency
+// listed one by one.
+func TestFaultLatencyPercentile(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		fs := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) fetchLatency {
+			return fetchLatency{n: rapid.Int64Range(1, 50).Draw(t, "n"), first: time.Duration(rapid.Int64Range(0, 1e6).Draw(t, "first")),
+				step: time.Duration(rapid.Int64Range(0, 1e4).Draw(t, "step"))}
+		}), 1, 20).Draw(t, "fetches")
+		var all []time.Duration
+		for _, f := range fs {
+			for k := range f.n {
+				all = append(all, f.first+time.Duration(k)*f.step)
+			}
+		}
+		slices.Sort(all)
+		for _, p := range []int{1, 50, 90, 99, 100} {
+			rank := (len(all)*p + 99) / 100
+			if got, want := percentile(fs, p), all[rank-1]; got != want {
+				t.Fatalf("p%d: %v, want %v", p, got, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,448 @@
+package migrate
+
+import (
+	"fmt"
+
+	"github.com/vgpusim/vgpusim/memory"
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// The simulator's post-copy. The stun sends the list of the pages that
+// follow (a bit a page of every region: QEMU sends its discard bitmap, a
+// bitmap bounds it); the destination marks them absent
+// (memory.Region.SetAbsent) and resumes the VM. A second stream then
+// pushes the absent pages in region and page order, a few batches a
+// transfer; each page lands at the destination when its push is
+// written, as the first stream's pages do, and stops being absent when
+// the push arrives on the Sim's clock. A page the VM touches while it is
+// absent faults: the fault lands the source's page at once, so that the
+// VM's access sees it (the source is paused: its pages are final), and
+// is charged after the host step it fell in as a demand fetch — the
+// link's round trip and the fetched pages' transfer, ahead of the push,
+// which waits behind it — during which the VM is stalled
+// (vgpu.VM.Stall). A stall begins at the end of that host step, so its
+// start is as fine as the Sim's steps, a push transfer's time at most.
+
+// pushBatches is how many batches of Config.BatchBytes one push transfer
+// carries: fewer, longer transfers make fewer Sim steps, more make a
+// fault's stall start closer to the fault.
+const pushBatches = 4
+
+// postCopyRun is a migration's post-copy.
+type postCopyRun struct {
+	owed    []*memory.PageSet // by region: the pages the stun left for later
+	xfer    transport         // the post-copy stream; nil until the VM resumed
+	chunk   []*memory.PageSet // by region: the push on the wire
+	region  int               // where the push goes on from
+	page    int
+	faulted [][]int // by region: pages the VM touched since the last fetch
+	claim   *vgpu.MigrationClaim
+	paused  bool // the link is lost and the destination was running: we paused it
+	buf     []byte
+	pending int64 // bytes on the wire outside the streams, not yet transferred
+	wire    int64 // all of them: page lists and demand fetches
+}
+
+// pageListBytes is the wire size of the list of a region's pages that
+// follow: a bit a page.
+func pageListBytes(pages int) int64 { return (int64(pages) + 7) / 8 }
+
+// postCopyListBytes is what the page lists of every region of vm take.
+func postCopyListBytes(vm *vgpu.VM) int64 {
+	n := pageListBytes(vm.RAM().Pages())
+	for _, fb := range vm.Framebuffers() {
+		n += pageListBytes(fb.Pages())
+	}
+	return n
+}
+
+// sendPageList is the stun's step of a post-copy migration for the
+// regions of a: it sends the list of their pages that follow (those still
+// dirty, or, before any round, all in use) instead of the pages.
+func (m *Migration) sendPageList(a Action) error {
+	if m.post == nil {
+		n := len(m.srcRegs)
+		m.post = &postCopyRun{owed: make([]*memory.PageSet, n), chunk: make([]*memory.PageSet, n), faulted: make([][]int, n)}
+	}
+	pc := m.post
+	list := func(i int, set *memory.PageSet) (Traffic, error) {
+		src := m.srcRegs[i]
+		if set == nil {
+			owed := memory.NewPageSet(src.Pages())
+			if err := src.UsedPages(owed); err != nil {
+				return Traffic{}, wrap(ErrSource, err)
+			}
+			pc.owed[i] = owed
+		} else {
+			pc.owed[i] = set.Clone()
+		}
+		m.core.Owe(int64(pc.owed[i].Len()))
+		return Traffic{WireBytes: pageListBytes(src.Pages())}, nil
+	}
+	var sum Traffic
+	sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.Add(t) }
+	if err := m.src.SendRegions(a.First, a.Regions, a.AllInUse, list, sent); err != nil {
+		return err
+	}
+	pc.pending += sum.WireBytes
+	pc.wire += sum.WireBytes
+	m.core.PagesQueued()
+	m.transfer(0)
+	return nil
+}
+
+// markAbsent has the destination's regions hold the pages that follow
+// absent, before the VM resumes there.
+func (m *Migration) markAbsent() error {
+	for i, r := range m.dstRegs {
+		if err := r.SetAbsent(m.post.owed[i], m.faultFunc(i)); err != nil {
+			return wrap(ErrDestination, err)
+		}
+	}
+	return nil
+}
+
+// faultFunc lands page p of region i from the source when the VM touches
+// it absent, and keeps it for the next fetch's account. It runs on the
+// destination host's goroutine, inside its step; the source's VM is
+// paused, so its pages are final and only read.
+func (m *Migration) faultFunc(i int) memory.FaultFunc {
+	return func(p int) error {
+		pc := m.post
+		if err := landPage(m.dstRegs[i], m.srcRegs[i], p, &pc.buf); err != nil {
+			return err
+		}
+		pc.faulted[i] = append(pc.faulted[i], p)
+		return nil
+	}
+}
+
+// landPage stores page p of src in dst: by class and generation if
+// generated, by its bytes if not.
+func landPage(dst, src *memory.Region, p int, buf *[]byte) error {
+	st, err := src.PageState(p)
+	if err != nil {
+		return wrap(ErrSource, err)
+	}
+	if st.Class.Generated() {
+		return wrap0(ErrDestination, dst.StoreGenerated(p, st.Class, st.Gen))
+	}
+	if len(*buf) != src.PageSize() {
+		*buf = make([]byte, src.PageSize())
+	}
+	if _, err := src.ReadPage(p, *buf); err != nil {
+		return wrap(ErrSource, err)
+	}
+	return wrap0(ErrDestination, dst.StorePage(p, *buf, st.Gen))
+}
+
+// startPostCopy begins the post-copy once the VM runs at the
+// destination: its claim there, which keeps other migrations off a VM
+// whose pages have not all come, and the push's stream.
+func (m *Migration) startPostCopy() error {
+	pc := m.post
+	claim, err := m.in.ClaimMigration()
+	if err != nil {
+		return wrap(ErrDestination, err)
+	}
+	pc.claim = claim
+	if m.cfg.Fidelity == Bytes {
+		pc.xfer, err = newByteTransport(m, true)
+	} else {
+		pc.xfer, err = newModelTransport(m, &m.sim.costs)
+	}
+	if err != nil {
+		return err
+	}
+	for i, r := range m.dstRegs {
+		pc.chunk[i] = memory.NewPageSet(r.Pages())
+	}
+	return m.pushNext()
+}
+
+// pushNext sends the next pages the destination lacks, up to pushBatches
+// batches, from where the last push ended; past the last region it starts
+// again from the first, for pages whose push a lost link took. With none
+// left it schedules the end of the post-copy.
+func (m *Migration) pushNext() error {
+	pc := m.post
+	budget := int64(pushBatches) * int64(m.cfg.BatchBytes)
+	sent := false
+	for pass := 0; pass < 2 && !sent; pass++ {
+		for ; pc.region < len(m.dstRegs) && budget > 0; pc.region, pc.page = pc.region+1, 0 {
+			i, dst, owed, chunk := pc.region, m.dstRegs[pc.region], pc.owed[pc.region], pc.chunk[pc.region]
+			chunk.Reset(dst.Pages())
+			n := 0
+			for p := owed.Next(pc.page); p >= 0 && budget > 0; p = owed.Next(p + 1) {
+				pc.page = p + 1
+				if dst.Absent(p) {
+					chunk.Add(p)
+					budget -= int64(dst.PageSize())
+					n++
+				}
+			}
+			if n > 0 {
+				t, err := pc.xfer.send(i, chunk)
+				if err != nil {
+					return err
+				}
+				m.core.Sent(i, t)
+				sent = true
+			}
+			if budget <= 0 {
+				break
+			}
+		}
+		if !sent {
+			if m.absentLeft() == 0 {
+				break
+			}
+			pc.region, pc.page = 0, 0
+		}
+	}
+	if err := pc.xfer.endRound(); err != nil {
+		return err
+	}
+	if err := pc.xfer.deliver(); err != nil {
+		return wrap(ErrStream, err)
+	}
+	n := pc.xfer.pending()
+	pc.xfer.markSent()
+	if n == 0 {
+		m.setTimer(m.sim.now)
+		return nil
+	}
+	// A demand fetch on the wire goes first: the push waits behind it.
+	m.sim.net.extend(m.flow, n)
+	m.transferring = true
+	return nil
+}
+
+// absentLeft counts the pages the destination still lacks.
+func (m *Migration) absentLeft() int {
+	n := 0
+	for _, r := range m.dstRegs {
+		n += r.AbsentPages()
+	}
+	return n
+}
+
+// pushArrived takes in the push that arrived and reports whether every
+// page has; if not, the next push is on its way.
+func (m *Migration) pushArrived() (bool, error) {
+	pc := m.post
+	for i, c := range pc.chunk {
+		for p := c.Next(0); p >= 0; p = c.Next(p + 1) {
+			m.dstRegs[i].Arrive(p)
+		}
+		c.Reset(c.Cap())
+	}
+	if m.absentLeft() > 0 {
+		return false, m.pushNext()
+	}
+	if err := pc.xfer.finish(nil); err != nil {
+		return false, err
+	}
+	// The end of the stream is counted in the wire bytes but not waited
+	// for: it carries no page.
+	pc.xfer.markSent()
+	if err := pc.xfer.deliver(); err != nil {
+		return false, wrap(ErrStream, err)
+	}
+	if err := pc.xfer.commit(); err != nil {
+		return false, err
+	}
+	for _, r := range m.dstRegs {
+		_ = r.SetAbsent(nil, nil)
+	}
+	pc.claim.Release()
+	return true, nil
+}
+
+// serveFaults charges, after a host step, the pages the VM touched absent
+// in it: one demand fetch, the link's round trip and the pages' transfer
+// at the flow's rate, which stalls the VM and delays the push behind it.
+func (m *Migration) serveFaults() error {
+	pc := m.post
+	if pc == nil || m.core.Phase() != PhasePostCopy {
+		return nil
+	}
+	traffic := make([]Traffic, len(pc.faulted))
+	var pages, wire int64
+	for i, ps := range pc.faulted {
+		if len(ps) == 0 {
+			continue
+		}
+		t, err := m.fetchTraffic(i, ps)
+		if err != nil {
+			return err
+		}
+		traffic[i] = t
+		pages += t.Pages
+		wire += t.WireBytes
+		pc.faulted[i] = ps[:0]
+	}
+	if pages == 0 {
+		return nil
+	}
+	rate := m.flow.rate
+	if rate <= 0 {
+		rate = m.cfg.goodput()
+	}
+	rtt := 2 * m.cfg.latency()
+	step := transferTime(wire/pages, rate)
+	done := int64(0)
+	for i, t := range traffic {
+		if t.Pages > 0 {
+			m.core.Faulted(m.sim.now, i, t, rtt+transferTime(scaleBytes(wire, done+1, pages), rate), step)
+			done += t.Pages
+		}
+	}
+	pc.wire += wire
+	m.sim.net.extend(m.flow, wire)
+	if m.in.State() != vgpu.VMRunning {
+		return nil
+	}
+	return wrap0(ErrDestination, m.in.Stall(rtt+transferTime(wire, rate)))
+}
+
+// fetchTraffic sizes a demand fetch of region i's pages: by their classes
+// at the migration's encoding, pages of no class at their raw size.
+func (m *Migration) fetchTraffic(i int, pages []int) (Traffic, error) {
+	src := m.srcRegs[i]
+	ps := src.PageSize()
+	var counts [memory.ClassExplicit]int64
+	explicit := int64(0)
+	for _, p := range pages {
+		st, err := src.PageState(p)
+		if err != nil {
+			return Traffic{}, wrap(ErrSource, err)
+		}
+		if st.Class.Generated() {
+			counts[st.Class]++
+		} else {
+			explicit++
+		}
+	}
+	wire, err := m.post.xfer.predictWire(&counts, ps)
+	if err != nil {
+		return Traffic{}, err
+	}
+	n := int64(len(pages))
+	return Traffic{Pages: n, ZeroPages: counts[memory.ClassZero], RawBytes: n * int64(ps), WireBytes: wire + explicit*int64(ps)}, nil
+}
+
+// linkLost is the migration's connection lost for cause: before the
+// post-copy it fails; in it the destination pauses the VM and everything
+// waits for Recover.
+func (m *Migration) linkLost(cause error) {
+	a := m.core.LinkLost(m.sim.now, cause)
+	if a.Kind != DoPauseDestination {
+		m.rollBack(a)
+		m.publish()
+		return
+	}
+	m.transferring, m.timerSet, m.linkStalled = false, false, false
+	m.sim.net.start(m.flow, 0, 0)
+	pc := m.post
+	for _, c := range pc.chunk {
+		// The push on the wire is lost; its pages stay absent and go
+		// again after Recover.
+		c.Reset(c.Cap())
+	}
+	if !pc.paused && m.in.State() == vgpu.VMRunning {
+		if err := pc.claim.Pause(); err == nil {
+			pc.paused = true
+		}
+	}
+	// Held: the owner cannot resume a VM whose pages cannot come.
+	_ = pc.claim.Hold()
+	m.publish()
+}
+
+// Recover says that the link of a post-copy migration whose destination
+// paused for its loss (FaultLinkDown, FaultLinkStall) is back: the
+// destination resumes the VM if it ran before, and the pages follow
+// again. Anywhere else it is refused with ErrConfig.
+func (m *Migration) Recover() error {
+	a, err := m.core.LinkRestored(m.sim.now)
+	if err != nil {
+		return err
+	}
+	defer m.publish()
+	if a.Kind != DoResumePostCopy {
+		return nil
+	}
+	pc := m.post
+	// A fresh claim: the hold of the old one cannot be undone.
+	pc.claim.Release()
+	claim, err := m.in.ClaimMigration()
+	if err != nil {
+		m.fail(wrap(ErrDestination, err))
+		return m.core.Err()
+	}
+	pc.claim = claim
+	if pc.paused {
+		pc.paused = false
+		if err := claim.Resume(); err != nil {
+			m.fail(wrap(ErrDestination, err))
+			return m.core.Err()
+		}
+	}
+	if err := m.pushNext(); err != nil {
+		m.fail(err)
+		return m.core.Err()
+	}
+	return nil
+}
+
+// strand is a post-copy migration that failed (DoStrand): the VM is lost.
+// The destination's copy lacks pages that no end can give it any more, so
+// it is destroyed, its workload handed back to the source's copy first.
+// The source's copy, whole as of the stun but older than what ran at the
+// destination, stays paused and held as one in doubt
+// (vgpu.VM.ResolveMigration: false gives it back, a rollback to the stun;
+// true destroys it), unless the failure took it (sourceGone). A VM is
+// never resumed with a page missing.
+func (m *Migration) strand(sourceGone bool) {
+	pc := m.post
+	m.transferring = false
+	m.sim.net.start(m.flow, 0, 0)
+	m.xfer.close()
+	if pc.xfer != nil {
+		pc.xfer.close()
+	}
+	if m.in.State() != vgpu.VMDestroyed {
+		if m.in.State() == vgpu.VMRunning && pc.claim != nil {
+			_ = pc.claim.Pause()
+		}
+		if m.handedOver && m.in.HandOverWorkload(m.vm) == nil {
+			m.handedOver = false
+		}
+		if pc.claim != nil {
+			_ = pc.claim.Destroy()
+		} else {
+			_ = m.in.Destroy()
+		}
+	}
+	if sourceGone {
+		_ = m.src.Release()
+	} else {
+		m.src.RollBack(true)
+	}
+	m.finish()
+}
+
+// sourceGone is FaultSourceGone: in post-copy the VM is lost; before it,
+// refused.
+func (m *Migration) sourceGone() error {
+	if m.core.Phase() != PhasePostCopy {
+		return fmt.Errorf("%w: %v applies in post-copy, not in %v", ErrConfig, FaultSourceGone, m.core.Phase())
+	}
+	a := m.core.Fail(m.sim.now, fmt.Errorf("%w: the process on %s ended with pages the destination lacks", ErrSource, m.srcHost.Name()))
+	if a.Kind == DoStrand {
+		m.strand(true)
+	}
+	m.publish()
+	return nil
+}

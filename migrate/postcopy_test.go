@@ -1,0 +1,176 @@
+package migrate
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vgpusim/vgpusim/vgpu"
+)
+
+// postCopyPolicies are the two ways into post-copy: at once, and after a
+// bounded pre-copy that does not converge (QEMU's postcopy-after-precopy).
+var postCopyPolicies = []struct {
+	name string
+	p    Policy
+}{
+	{"post-copy", Policy{Mode: PostCopy}},
+	{"hybrid", Policy{Mode: PreCopy, OnNonConvergence: SwitchToPostCopy, MaxRounds: 1, StunTarget: time.Millisecond}},
+}
+
+// TestPostCopyOracle: a VM whose workload reads and rewrites its pages
+// (the counter oracle) migrates in post-copy in both fidelities; it runs
+// at the destination with pages absent, faults on them, and ends with
+// every counter as one clean run would have it, at the destination and
+// after it runs on.
+func TestPostCopyOracle(t *testing.T) {
+	for _, fid := range []Fidelity{Bytes, Model} {
+		for _, pc := range postCopyPolicies {
+			t.Run(fid.String()+"/"+pc.name, func(t *testing.T) {
+				src, dst := smallPageHosts(t)
+				w := &counterWorkload{PagesPerSec: 400, Pages: 200}
+				vm := counterVM(t, src, w)
+				must(t, src.Advance(1300*time.Millisecond))
+				sameClock(t, src, dst)
+				s, err := NewSim(SimConfig{}, src, dst)
+				must(t, err)
+				m, err := s.Start(vm, dst, Config{Policy: pc.p, Fidelity: fid, Link: slowLink})
+				must(t, err)
+				runTo(t, m, PhasePostCopy)
+				if n := m.absentLeft(); n == 0 {
+					t.Fatal("the VM resumed with no page absent")
+				}
+				rep, err := m.Run()
+				must(t, err)
+				w.Check(t, m.VM())
+				if rep.Outcome != PhaseDone || rep.PostCopy == nil {
+					t.Fatalf("outcome %v, post-copy %+v", rep.Outcome, rep.PostCopy)
+				}
+				p := rep.PostCopy
+				if p.Window <= 0 || p.OwedPages == 0 {
+					t.Fatalf("post-copy report %+v", *p)
+				}
+				// Every page in use follows a post-copy, long enough for
+				// the workload to touch some; a hybrid's few dirty
+				// pages may all come before it does.
+				if pc.p.Mode == PostCopy && (p.Faults == 0 || p.Fetches == 0 || p.Stall <= 0) {
+					t.Fatalf("post-copy report %+v", *p)
+				}
+				if p.FaultLatencyP50 > p.FaultLatencyP99 || p.FaultLatencyP99 > p.FaultLatencyMax {
+					t.Fatalf("fault latencies p50 %v p99 %v max %v", p.FaultLatencyP50, p.FaultLatencyP99, p.FaultLatencyMax)
+				}
+				if got := p.Pushed.Pages + p.Faulted.Pages; got < p.OwedPages {
+					t.Fatalf("%d pages pushed or fetched of %d owed", got, p.OwedPages)
+				}
+				if vm.State() != vgpu.VMDestroyed {
+					t.Fatalf("source VM %v after the post-copy", vm.State())
+				}
+				if pc.p.Mode == PostCopy && len(rep.Rounds) != 0 {
+					t.Fatalf("%d pre-copy rounds in post-copy mode", len(rep.Rounds))
+				}
+				_, err = s.Advance(time.Second)
+				must(t, err)
+				w.Check(t, m.VM())
+				t.Logf("stun %v, window %v, %d faults in %d fetches, p50 %v p99 %v, stall %v, %d owed, %d pushed",
+					rep.Stun, p.Window, p.Faults, p.Fetches, p.FaultLatencyP50, p.FaultLatencyP99, p.Stall, p.OwedPages, p.Pushed.Pages)
+			})
+		}
+	}
+}
+
+// TestPostCopyLinkLost: a link lost in post-copy pauses the VM at the
+// destination, which waits however long for Recover and then runs on,
+// every page arriving; the oracle holds throughout.
+func TestPostCopyLinkLost(t *testing.T) {
+	for _, f := range []Fault{FaultLinkDown, FaultLinkStall} {
+		t.Run(f.String(), func(t *testing.T) {
+			src, dst := smallPageHosts(t)
+			w := &counterWorkload{PagesPerSec: 400, Pages: 200}
+			vm := counterVM(t, src, w)
+			must(t, src.Advance(1300*time.Millisecond))
+			sameClock(t, src, dst)
+			s, err := NewSim(SimConfig{}, src, dst)
+			must(t, err)
+			m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes, Link: slowLink})
+			must(t, err)
+			runTo(t, m, PhasePostCopy)
+			_, err = s.Advance(5 * time.Millisecond)
+			must(t, err)
+			must(t, m.Inject(f))
+			if m.VM().State() != vgpu.VMPaused || m.Done() {
+				t.Fatalf("destination VM %v, done %v after the link was lost", m.VM().State(), m.Done())
+			}
+			if err := m.VM().Resume(); !errors.Is(err, vgpu.ErrMigrating) {
+				t.Fatalf("owner resumed a VM with pages it cannot get: %v", err)
+			}
+			if _, err := m.Run(); !errors.Is(err, ErrConnection) {
+				t.Fatalf("run while the link is lost: %v", err)
+			}
+			pos := w.Pos
+			_, err = s.Advance(10 * time.Second)
+			must(t, err)
+			if w.Pos != pos {
+				t.Fatal("the VM ran while its link was lost")
+			}
+			must(t, m.Recover())
+			rep, err := m.Run()
+			must(t, err)
+			w.Check(t, m.VM())
+			if rep.PostCopy.Paused < 10*time.Second {
+				t.Fatalf("paused %v", rep.PostCopy.Paused)
+			}
+			if err := m.Recover(); !errors.Is(err, ErrConfig) {
+				t.Fatalf("recover after the end: %v", err)
+			}
+		})
+	}
+}
+
+// TestPostCopyVMLost: the destination or the source failing in post-copy
+// loses the VM; neither copy is left running: the destination's, which
+// lacks pages, is destroyed, and the source's, if its process lives,
+// stays paused and held.
+func TestPostCopyVMLost(t *testing.T) {
+	for _, f := range []Fault{FaultDestinationGone, FaultSourceGone} {
+		t.Run(f.String(), func(t *testing.T) {
+			src, dst := smallPageHosts(t)
+			w := &counterWorkload{PagesPerSec: 400, Pages: 200}
+			vm := counterVM(t, src, w)
+			must(t, src.Advance(1300*time.Millisecond))
+			sameClock(t, src, dst)
+			s, err := NewSim(SimConfig{}, src, dst)
+			must(t, err)
+			m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes, Link: slowLink})
+			must(t, err)
+			if err := m.Inject(FaultSourceGone); !errors.Is(err, ErrConfig) {
+				t.Fatalf("source-gone before post-copy: %v", err)
+			}
+			runTo(t, m, PhasePostCopy)
+			in := m.VM()
+			must(t, m.Inject(f))
+			if !m.Done() || !errors.Is(m.Err(), ErrVMLost) {
+				t.Fatalf("done %v, err %v", m.Done(), m.Err())
+			}
+			if vm.State() == vgpu.VMRunning || in.State() == vgpu.VMRunning {
+				t.Fatalf("source %v, destination %v: a lost VM runs", vm.State(), in.State())
+			}
+			if f == FaultSourceGone {
+				// Nothing whole is left: the destination's copy lacks
+				// pages nobody has any more.
+				if vm.State() != vgpu.VMDestroyed || in.State() != vgpu.VMDestroyed {
+					t.Fatalf("source %v, destination %v", vm.State(), in.State())
+				}
+			} else {
+				if in.State() != vgpu.VMDestroyed || vm.State() != vgpu.VMPaused {
+					t.Fatalf("source %v, destination %v", vm.State(), in.State())
+				}
+				if err := vm.Resume(); !errors.Is(err, vgpu.ErrMigrating) {
+					t.Fatalf("the source's old copy was resumed: %v", err)
+				}
+			}
+			if err := m.Cancel(); err != nil {
+				t.Fatalf("cancel after the failure: %v", err)
+			}
+		})
+	}
+}
