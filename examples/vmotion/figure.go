@@ -18,15 +18,15 @@ const (
 )
 
 // buildFigure draws the tables as a figure of three panels, one a table.
-// The first is the sweep: stun time per P40 profile, Legacy beside
-// PreCopy, and the 1 s line, on a logarithmic axis (Legacy stuns last tens
-// of seconds and PreCopy's well under one: on a linear axis PreCopy would
-// lie flat on zero); a refused migration has no stun, so no point. The
-// other two are the published tables, the 6.7 U1 points on the P40 and
-// the 7.0 worst-case points on the V100, by framebuffer in use on linear
-// axes, where stun is a straight line: each published point a reference
-// ring, the simulated stun of the same size inside it. A panel each keeps
-// the two tables' rings apart.
+// The first is the sweep: stun time per P40 profile, Legacy, PreCopy and
+// PostCopy side by side, and the 1 s line, on a logarithmic axis (Legacy
+// stuns last tens of seconds, PreCopy's and PostCopy's well under one: on
+// a linear axis they would lie flat on zero); a refused migration has no
+// stun, so no point. The other two are the published tables, the 6.7 U1
+// points on the P40 and the 7.0 worst-case points on the V100, by
+// framebuffer in use on linear axes, where stun is a straight line: each
+// published point a reference ring, the simulated stun of the same size
+// inside it. A panel each keeps the two tables' rings apart.
 func buildFigure(p params, rows []row) figure.Figure {
 	v100Link := p.link
 	if tb, err := stunTable(tableV100); err == nil {

@@ -10,9 +10,10 @@ import (
 )
 
 // -figure writes a valid figure of the tables, one panel each. The sweep's:
-// a logarithmic stun axis, a category per Q profile, a Legacy and a
-// PreCopy series, the 1 s line, no published points; PreCopy's stun is
-// under Legacy's and under the line for every profile. The published
+// a logarithmic stun axis, a category per Q profile, a Legacy, a PreCopy
+// and a PostCopy series, the 1 s line, no published points; PreCopy's stun
+// is under Legacy's and under the line for every profile, and PostCopy's
+// under PreCopy's. The published
 // tables': stun by GiB in use, the published points as reference rings,
 // each with the simulated stun of its size at the same place, within the
 // tests' tolerances of it.
@@ -38,13 +39,18 @@ func TestFigure(t *testing.T) {
 	for _, s := range p.Series {
 		byName[s.Name] = s
 	}
-	legacy, precopy := byName["legacy, simulated"], byName["pre-copy, simulated"]
-	if len(p.Series) != 2 || legacy.Reference || precopy.Reference {
+	legacy, precopy, postcopy := byName["legacy, simulated"], byName["pre-copy, simulated"], byName["post-copy, simulated"]
+	if len(p.Series) != 3 || legacy.Reference || precopy.Reference || postcopy.Reference {
 		t.Fatalf("series %+v", p.Series)
 	}
 	// Legacy has no point for the P40-24Q, whose migration was refused.
-	if len(legacy.Points) != len(qProfiles)-1 || len(precopy.Points) != len(qProfiles) {
-		t.Fatalf("%d legacy, %d pre-copy points", len(legacy.Points), len(precopy.Points))
+	if len(legacy.Points) != len(qProfiles)-1 || len(precopy.Points) != len(qProfiles) || len(postcopy.Points) != len(qProfiles) {
+		t.Fatalf("%d legacy, %d pre-copy, %d post-copy points", len(legacy.Points), len(precopy.Points), len(postcopy.Points))
+	}
+	for i, pt := range postcopy.Points {
+		if pre := precopy.Points[i]; pt.X != pre.X || pt.Y >= pre.Y {
+			t.Errorf("%s: post-copy stun %.3f s, pre-copy %.3f s", p.X.Categories[int(pt.X)], pt.Y, pre.Y)
+		}
 	}
 	stun := map[float64]float64{}
 	for _, pt := range legacy.Points {

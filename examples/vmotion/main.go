@@ -4,15 +4,24 @@
 //
 // The first is a sweep: a VM with one Tesla P40 vGPU for every Q profile,
 // its whole usable framebuffer in use, in Legacy mode (vGPU memory copied
-// during the stun, as vSphere 6.7 U1 did) and in PreCopy mode (vGPU memory
-// pre-copied with guest RAM), with each migration's stun time, total time,
-// pre-copy rounds and bytes on the wire. Legacy stun is 1.5 s plus about
-// 7.5 s for every GiB in use, so no profile meets the standard and a
-// P40-24Q, whose estimate is over 6.7 U1's 100 s stun timeout, is refused
-// outright (6.7 U1 started such a migration and failed it at the timeout;
-// refusing it up front is the model's choice); pre-copy keeps every
-// profile's stun under a second, on fixed costs grounded in published
-// downtimes of GPU live migration (migrate.PreCopyCosts).
+// during the stun, as vSphere 6.7 U1 did), in PreCopy mode (vGPU memory
+// pre-copied with guest RAM) and in PostCopy mode (no pre-copy: the VM
+// resumes at the destination and its guest RAM and framebuffer follow,
+// pushed in the background and fetched on demand when it touches a page
+// not yet there), with each migration's stun time, total time, pre-copy
+// rounds and bytes on the wire, and post-copy's degradation after the
+// stun: the window from the resume until the last page arrived, the
+// faults, their latency (median and 99th percentile) and the VM's stall
+// on them in all, zero for a VM that resumed with every page. Legacy stun
+// is 1.5 s plus about 7.5 s for every GiB in use, so no profile meets the
+// standard and a P40-24Q, whose estimate is over 6.7 U1's 100 s stun
+// timeout, is refused outright (6.7 U1 started such a migration and
+// failed it at the timeout; refusing it up front is the model's choice);
+// pre-copy keeps every profile's stun under a second, on fixed costs
+// grounded in published downtimes of GPU live migration
+// (migrate.PreCopyCosts). Post-copy runs on the same costs: its stun
+// sends no page and is shorter still, and the notes under the table set
+// what it buys against what the window, the faults and the stall cost.
 //
 // A profile's usable framebuffer is a little under its nominal size, and
 // VMware published its 6.7 U1 stun times by GB in use, not by profile: the
@@ -45,12 +54,12 @@
 // run's, byte for byte. -svg and -figure draw the whole run and are
 // refused with -shard.
 //
-// -svg FILE draws
-// the figure: stun time per profile, Legacy beside PreCopy, and the 1 s
-// line; and each published table's points by GiB in use with the
-// simulated stun of each. It runs the go command on the examples/plot
-// module, which draws with gonum.org/v1/plot; -figure FILE writes the same
-// figure as JSON, for that module or other tools.
+// -svg FILE draws the figure: stun time per profile, Legacy, PreCopy and
+// PostCopy side by side, and the 1 s line; and each published table's
+// points by GiB in use with the simulated stun of each. It runs the go
+// command on the examples/plot module, which draws with
+// gonum.org/v1/plot; -figure FILE writes the same figure as JSON, for
+// that module or other tools.
 package main
 
 import (
@@ -88,8 +97,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: vmotion [flags]\n\n"+
 			"Live-migrates a VM serving Inception V3 on each Tesla P40 Q profile, with vGPU memory\n"+
-			"copied during the stun (Legacy, as vSphere 6.7 U1) and pre-copied (PreCopy), and prints\n"+
-			"stun time, total time, rounds and bytes on the wire; then VMware's published 6.7 U1 points\n"+
+			"copied during the stun (Legacy, as vSphere 6.7 U1), pre-copied (PreCopy) and post-copied\n"+
+			"(PostCopy), and prints stun time, total time, rounds, bytes on the wire and post-copy's\n"+
+			"degradation (window, faults, fault latency, stall); then VMware's published 6.7 U1 points\n"+
 			"at their GB in use, and vSphere 7.0's worst case on a Tesla V100 PCIe 32GB, against the\n"+
 			"simulated stun of each.\n\n")
 		fs.PrintDefaults()
@@ -173,7 +183,7 @@ func report(w io.Writer, p params, shard sweep.Shard, rows []row) error {
 		printed []string
 		notes   func([]row) error
 	}{{tableProfiles, func() {
-		fmt.Fprintln(w, "Every Tesla P40 Q profile, its whole usable framebuffer in use, Legacy (6.7 U1) against PreCopy,")
+		fmt.Fprintln(w, "Every Tesla P40 Q profile, its whole usable framebuffer in use, Legacy (6.7 U1), PreCopy and PostCopy,")
 		fmt.Fprintf(w, "over %v; guest RAM %d GiB (%d GiB in use):\n", p.link, p.ramBytes>>30, p.ramFootprintBytes>>30)
 	}, printedProfiles, func(rs []row) error { return writeProfileNotes(w, p, rs) }}, {tablePublished, func() {
 		fmt.Fprintln(w, "The published points: each of VMware's vSphere 6.7 U1 figures at its GB in use, a workload of exactly that")

@@ -106,7 +106,7 @@ func TestThreeTables(t *testing.T) {
 	want := []struct {
 		name string
 		n    int
-	}{{tableProfiles, 2 * len(qProfiles)}, {tablePublished, 6}, {tableV100, 12}}
+	}{{tableProfiles, len(modes) * len(qProfiles)}, {tablePublished, 6}, {tableV100, 12}}
 	i := 0
 	for _, w := range want {
 		for j := 0; j < w.n; j++ {
@@ -127,21 +127,25 @@ func TestThreeTables(t *testing.T) {
 	}
 }
 
-// Every Q profile has a Legacy and a PreCopy row in the sweep, in that
-// order, under the presets that are their modes' defaults, and the
-// printed table shows each.
-func TestEveryProfileBothModes(t *testing.T) {
+// Every Q profile has a Legacy, a PreCopy and a PostCopy row in the
+// sweep, in that order, under the presets that are their modes' defaults
+// (PostCopy's, PreCopy's), and the printed table shows each.
+func TestEveryProfileThreeModes(t *testing.T) {
 	o := defaultOutput(t)
 	rows := rowsOf(tablecheck.Rows(t, o.csv, columnNames()), tableProfiles)
-	if len(rows) != 2*len(qProfiles) {
-		t.Fatalf("%d rows, want %d", len(rows), 2*len(qProfiles))
+	if len(rows) != 3*len(qProfiles) {
+		t.Fatalf("%d rows, want %d", len(rows), 3*len(qProfiles))
 	}
 	for i, name := range qProfiles {
-		for j, mode := range []string{"legacy", "pre-copy"} {
-			r := rows[2*i+j]
-			preset := []string{"vsphere-6.7u1", "fb-precopy"}[j]
+		for j, mode := range []string{"legacy", "pre-copy", "post-copy"} {
+			r := rows[3*i+j]
+			preset := []string{"vsphere-6.7u1", "fb-precopy", "fb-precopy"}[j]
 			if r["profile"] != name || r["mode"] != mode || r["preset"] != preset {
-				t.Errorf("row %d is %s %s %s, want %s %s %s", 2*i+j+1, r["profile"], r["mode"], r["preset"], name, mode, preset)
+				t.Errorf("row %d is %s %s %s, want %s %s %s", 3*i+j+1, r["profile"], r["mode"], r["preset"], name, mode, preset)
+			}
+			line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` .* ` + regexp.QuoteMeta(mode) + ` `)
+			if !line.Match(o.stdout) {
+				t.Errorf("the printed table has no %s %s line", name, mode)
 			}
 		}
 		if !bytes.Contains(o.stdout, []byte(name+" ")) {
@@ -339,7 +343,8 @@ func TestPreCopyCostsSourced(t *testing.T) {
 func TestJSONIsTheCSVTable(t *testing.T) {
 	o := defaultOutput(t)
 	tablecheck.JSONLines(t, columns, o.csv, o.json)
-	for _, c := range []string{"stun_s", "total_s", "published_stun_s", "stun_error_pct", "expected_stun_s", "wire_gib", "used_gib"} {
+	for _, c := range []string{"stun_s", "total_s", "published_stun_s", "stun_error_pct", "expected_stun_s", "wire_gib", "used_gib",
+		colWindow, "fault_p50_ms", "fault_p99_ms", "stall_s"} {
 		if !slices.Contains(columnNames(), c) {
 			t.Errorf("no unit-carrying column %s", c)
 		}
@@ -409,11 +414,12 @@ func TestShardsConcatenate(t *testing.T) {
 // worker and on two. Under the race detector this is the run that shows
 // no two simulations touch the same memory.
 func TestWorkersShareNothing(t *testing.T) {
-	// Shard 0 of 17: P40-1Q in both modes.
+	// Shard 0 of 17 (of 42 rows, the first 8 shards of 3): P40-1Q in
+	// the three modes.
 	one := runWith(t, false, "-shard", "0/17", "-workers", "1", "-warmup", "1s")
 	two := runWith(t, false, "-shard", "0/17", "-workers", "2", "-warmup", "1s")
-	if n := len(tablecheck.Rows(t, one.csv, columnNames())); n != 2 {
-		t.Fatalf("%d rows, want 2", n)
+	if n := len(tablecheck.Rows(t, one.csv, columnNames())); n != len(modes) {
+		t.Fatalf("%d rows, want %d", n, len(modes))
 	}
 	if !bytes.Equal(one.csv, two.csv) || !bytes.Equal(one.json, two.json) || !bytes.Equal(one.stdout, two.stdout) {
 		t.Errorf("one worker and two differ:\n%s\n%s", one.csv, two.csv)
@@ -436,5 +442,159 @@ func TestPrintedV100LonePreCopy(t *testing.T) {
 	}
 	if got["stun_s"] != "" || got[colPreCopyStun] != "0.157" || got["profile"] != "V100D-1Q" {
 		t.Errorf("printed %v", got)
+	}
+}
+
+// Post-copy against pre-copy, profile by profile: every post-copy
+// migration moved its VM, with no pre-copy round, a stun under pre-copy's
+// (it sends no page) and under the 1 s standard; then a window of
+// degradation, positive and growing with the framebuffer in use, in which
+// the serving VM touches pages before they arrive (faults > 0), each
+// waiting a positive time (median at most the 99th percentile), the VM
+// stalled on them a positive time in all, shorter than the window. A VM
+// that resumed with every page (Legacy, PreCopy, here and in the other
+// tables) shows a zero window, no fault and no stall; a refused migration
+// shows none.
+func TestPostCopyAgainstPreCopy(t *testing.T) {
+	all := tablecheck.Rows(t, defaultOutput(t).csv, columnNames())
+	rows := rowsOf(all, tableProfiles)
+	pre := map[string]map[string]string{}
+	for _, r := range rows {
+		if r["mode"] == "pre-copy" {
+			pre[r["profile"]] = r
+		}
+	}
+	num := func(r map[string]string, c string) float64 { return tablecheck.Number(t, r[c]) }
+	n, lastUsed, lastWindow := 0, 0.0, 0.0
+	for _, r := range rows {
+		if r["mode"] != "post-copy" {
+			continue
+		}
+		n++
+		name, pr := r["profile"], pre[r["profile"]]
+		if r["outcome"] != outcomeMoved || r["vm_ends_on"] != "destination" || r["rounds"] != "0" || r["meets_1s"] != "yes" {
+			t.Errorf("%s post-copy: %v", name, r)
+			continue
+		}
+		stun, window, stall := num(r, "stun_s"), num(r, colWindow), num(r, "stall_s")
+		faults, p50, p99 := num(r, "faults"), num(r, "fault_p50_ms"), num(r, "fault_p99_ms")
+		t.Logf("%s: stun %.3f s (pre-copy %s s), window %.3f s, %.0f faults, p50 %.3f ms, p99 %.3f ms, stall %.3f s",
+			name, stun, pr["stun_s"], window, faults, p50, p99, stall)
+		if pr == nil || stun >= num(pr, "stun_s") {
+			t.Errorf("%s: post-copy stun %.3f s, not under pre-copy's %v", name, stun, pr)
+		}
+		if window <= 0 || window > num(r, "total_s") {
+			t.Errorf("%s: window %.3f s, total %s s", name, window, r["total_s"])
+		}
+		if window <= lastWindow || num(r, "used_gib") <= lastUsed {
+			t.Errorf("%s: window %.3f s at %s GiB in use, not over the last profile's %.3f s at %.3f GiB",
+				name, window, r["used_gib"], lastWindow, lastUsed)
+		}
+		lastUsed, lastWindow = num(r, "used_gib"), window
+		if faults <= 0 || p50 <= 0 || p99 < p50 || stall <= 0 || stall >= window {
+			t.Errorf("%s: %.0f faults, p50 %.3f ms, p99 %.3f ms, stall %.3f s in a %.3f s window", name, faults, p50, p99, stall, window)
+		}
+	}
+	if n != len(qProfiles) {
+		t.Errorf("%d post-copy rows, want %d", n, len(qProfiles))
+	}
+	for _, r := range all {
+		if r["mode"] == "post-copy" {
+			continue
+		}
+		want := []string{"0.000", "0", "", "", "0.000"}
+		if r["outcome"] != outcomeMoved {
+			want = []string{"", "", "", "", ""}
+		}
+		got := []string{r[colWindow], r["faults"], r["fault_p50_ms"], r["fault_p99_ms"], r["stall_s"]}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %s %s: degradation %q, want %q", r["table"], r["profile"], r["mode"], got, want)
+		}
+	}
+}
+
+// The note under the sweep sets post-copy against pre-copy in the rows'
+// own figures: the stuns and on how many profiles post-copy's is shorter,
+// the window, the faults, their latency, the stall, and on how many
+// profiles stun and stall together outlast pre-copy's stun.
+func TestPostCopyNote(t *testing.T) {
+	o := defaultOutput(t)
+	rows := rowsOf(tablecheck.Rows(t, o.csv, columnNames()), tableProfiles)
+	pre := map[string]map[string]string{}
+	for _, r := range rows {
+		if r["mode"] == "pre-copy" {
+			pre[r["profile"]] = r
+		}
+	}
+	cols := map[string][]float64{}
+	var lower, longer, n int
+	for _, r := range rows {
+		if r["mode"] != "post-copy" {
+			continue
+		}
+		pr := pre[r["profile"]]
+		for _, c := range []string{"stun_s", colWindow, "faults", "fault_p50_ms", "fault_p99_ms", "stall_s"} {
+			cols[c] = append(cols[c], tablecheck.Number(t, r[c]))
+		}
+		stun, preStun := tablecheck.Number(t, r["stun_s"]), tablecheck.Number(t, pr["stun_s"])
+		cols["pre"] = append(cols["pre"], preStun)
+		cols["held"] = append(cols["held"], stun+tablecheck.Number(t, r["stall_s"]))
+		if stun < preStun {
+			lower++
+		}
+		if stun+tablecheck.Number(t, r["stall_s"]) > preStun {
+			longer++
+		}
+		n++
+	}
+	rng := func(c, format string) string {
+		lo, hi := fmt.Sprintf(format, slices.Min(cols[c])), fmt.Sprintf(format, slices.Max(cols[c]))
+		if lo == hi {
+			return lo
+		}
+		return lo + " to " + hi
+	}
+	// The note is wrapped: compare its words.
+	text := strings.Join(strings.Fields(string(o.stdout)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("%s s against %s s, shorter on %d of %d profiles.", rng("stun_s", "%.3f"), rng("pre", "%.3f"), lower, n),
+		fmt.Sprintf("a window (%s) of %s s, growing with the framebuffer in use.", colWindow, rng(colWindow, "%.3f")),
+		fmt.Sprintf("It touches %s pages before they arrive (faults)", rng("faults", "%.0f")),
+		fmt.Sprintf("%s ms at the median and %s ms at the 99th percentile: %s s of stall in all (stall_s).",
+			rng("fault_p50_ms", "%.3f"), rng("fault_p99_ms", "%.3f"), rng("stall_s", "%.3f")),
+		"Stun under vMotion's 1 s standard over 10g: pre-copy 8 of 8 profiles, post-copy 8 of 8, legacy 0 of 8.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the notes do not say %q:\n%s", want, o.stdout)
+		}
+	}
+	// Stun and stall, each rounded in its cell, may sum a digit apart
+	// from their sum rounded.
+	held := regexp.MustCompile(`The stun and the stall together, ([0-9.]+)(?: to ([0-9.]+))? s, hold the VM up longer than ` +
+		`pre-copy's stun on (\d+) of (\d+) profiles\.`).FindStringSubmatch(text)
+	if held == nil {
+		t.Fatalf("the notes do not say how long stun and stall hold the VM up:\n%s", o.stdout)
+	}
+	if held[2] == "" {
+		held[2] = held[1]
+	}
+	for i, want := range []float64{slices.Min(cols["held"]), slices.Max(cols["held"])} {
+		if got := tablecheck.Number(t, held[1+i]); math.Abs(got-want) > 0.0015 {
+			t.Errorf("stun and stall: %v s in the note, %.3f s from the rows", got, want)
+		}
+	}
+	if held[3] != strconv.Itoa(longer) || held[4] != strconv.Itoa(n) {
+		t.Errorf("stun and stall outlast pre-copy's stun on %s of %s profiles in the note, %d of %d in the rows", held[3], held[4], longer, n)
+	}
+	// The note fills its lines as the others do.
+	start := strings.Index(string(o.stdout), "Against pre-copy")
+	if start < 0 {
+		t.Fatal("no post-copy note")
+	}
+	note, _, _ := strings.Cut(string(o.stdout[start:]), "\n\n")
+	for _, line := range strings.Split(note, "\n") {
+		if width := len([]rune(line)); width > noteWidth {
+			t.Errorf("note line of %d characters: %s", width, line)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,9 +82,117 @@ func writeProfileNotes(w io.Writer, p params, rows []row) error {
 			profiles++
 		}
 	}
-	_, err := fmt.Fprintf(w, "Stun under vMotion's 1 s standard over %s: %v %d of %d profiles, %v %d of %d.\n",
-		p.link.Name, migrate.PreCopy, meets[migrate.PreCopy], profiles, migrate.Legacy, meets[migrate.Legacy], profiles)
+	if _, err := fmt.Fprintf(w, "Stun under vMotion's 1 s standard over %s: %v %d of %d profiles, %v %d of %d, %v %d of %d.\n",
+		p.link.Name, migrate.PreCopy, meets[migrate.PreCopy], profiles, migrate.PostCopy, meets[migrate.PostCopy], profiles,
+		migrate.Legacy, meets[migrate.Legacy], profiles); err != nil {
+		return err
+	}
+	return writePostCopyNotes(w, rows)
+}
+
+// span is the least and greatest of vs, formatted by f: "a to b", or "a"
+// when they print alike.
+func span[T cmp.Ordered](vs []T, f func(T) string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	if lo, hi := f(slices.Min(vs)), f(slices.Max(vs)); lo != hi {
+		return lo + " to " + hi
+	}
+	return f(vs[0])
+}
+
+// seconds formats a duration as the table's seconds.
+func seconds(d time.Duration) string { return formatSeconds(d, 0) }
+
+// writePostCopyNotes prints what post-copy buys against pre-copy, the
+// stun, and what it costs, the degradation after it, from the profiles
+// that both moved.
+func writePostCopyNotes(w io.Writer, rows []row) error {
+	pre := map[string]row{}
+	for _, r := range rows {
+		if r.mode == migrate.PreCopy && r.outcome == outcomeMoved {
+			pre[r.profile] = r
+		}
+	}
+	var (
+		preStun, postStun, windows, stalls, p50s, p99s, paused []time.Duration
+		faults                                                 []int64
+		n, lower, longer, growing                              int
+		last                                                   row
+	)
+	for _, r := range rows {
+		pr, ok := pre[r.profile]
+		if r.mode != migrate.PostCopy || r.outcome != outcomeMoved || !ok {
+			continue
+		}
+		preStun, postStun = append(preStun, pr.stun), append(postStun, r.stun)
+		windows, stalls, faults = append(windows, r.window), append(stalls, r.stall), append(faults, r.faults)
+		paused = append(paused, r.stun+r.stall)
+		if r.faults > 0 {
+			p50s, p99s = append(p50s, r.faultP50), append(p99s, r.faultP99)
+		}
+		if r.stun < pr.stun {
+			lower++
+		}
+		if r.stun+r.stall > pr.stun {
+			longer++
+		}
+		if n > 0 && r.usedBytes > last.usedBytes && r.window > last.window {
+			growing++
+		}
+		last = r
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Against %v, on the same stun costs (%s), %v's stun sends the device states and a list of the pages that follow, "+
+		"not the pages: %s s against %s s, shorter on %d of %d profiles. ",
+		migrate.PreCopy, presetFBPreCopy, migrate.PostCopy, span(postStun, seconds), span(preStun, seconds), lower, n)
+	fmt.Fprintf(&b, "The pages follow the VM, which runs at the destination degraded until the last arrives: a window (%s) of %s s",
+		colWindow, span(windows, seconds))
+	if growing == n-1 && n > 1 {
+		b.WriteString(", growing with the framebuffer in use")
+	}
+	if len(p50s) == 0 {
+		b.WriteString(". It touches no page before it arrives.")
+	} else {
+		fmt.Fprintf(&b, ". It touches %s pages before they arrive (faults) and waits for each to be fetched from the source, "+
+			"%s ms at the median and %s ms at the 99th percentile: %s s of stall in all (stall_s)",
+			span(faults, func(v int64) string { return strconv.FormatInt(v, 10) }),
+			span(p50s, formatMillis), span(p99s, formatMillis), span(stalls, seconds))
+	}
+	fmt.Fprintf(&b, ". The stun and the stall together, %s s, hold the VM up longer than pre-copy's stun on %d of %d profiles. "+
+		"And in the window the source holds pages the VM lacks: should the source fail, the VM is lost (migrate.ErrVMLost), "+
+		"where a pre-copy migration that fails before the resume rolls back to the source.",
+		span(paused, seconds), longer, n)
+	_, err := io.WriteString(w, wrap(b.String(), noteWidth))
 	return err
+}
+
+// noteWidth is the longest line of a note that wrap fills.
+const noteWidth = 115
+
+// wrap fills the words of s into lines of at most width characters (a
+// longer word alone on its line), each ending in a newline.
+func wrap(s string, width int) string {
+	var out, line strings.Builder
+	for _, word := range strings.Fields(s) {
+		if line.Len() > 0 && len([]rune(line.String()))+1+len([]rune(word)) > width {
+			out.WriteString(line.String() + "\n")
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(word)
+	}
+	if line.Len() > 0 {
+		out.WriteString(line.String() + "\n")
+	}
+	return out.String()
 }
 
 // writePublishedNotes prints, under the 6.7 U1 points, where the figures

@@ -2,7 +2,7 @@
 
 package main
 
-// raceEnabled skips the tests that run the whole table: the program starts
-// no goroutine, so the race detector has nothing to find there, and it makes
-// the sixteen migrations take minutes.
+// raceEnabled skips the tests that run the whole table: the race detector
+// makes its migrations take minutes, and TestWorkersShareNothing runs the
+// few that show two simulations at once share no memory.
 const raceEnabled = true

@@ -41,9 +41,9 @@ func defaultParams() params {
 	}
 }
 
-// modes are the two ways vGPU memory moves, in the order the sweep's rows
-// print.
-var modes = []migrate.Mode{migrate.Legacy, migrate.PreCopy}
+// modes are the three ways vGPU memory moves, in the order the sweep's
+// rows print.
+var modes = []migrate.Mode{migrate.Legacy, migrate.PreCopy, migrate.PostCopy}
 
 // The tables rows belong to, as the table column names them: the sweep,
 // and two of VMware's published tables (migrate.PublishedStunTables), by
@@ -59,14 +59,18 @@ const (
 
 // The presets each kind of migration runs under (migrate.Presets). The
 // sweep's are its modes' defaults: Legacy's is vsphere-6.7u1's costs,
-// PreCopy's fb-precopy's.
+// PreCopy's fb-precopy's. PostCopy has no preset of its own: its rows run
+// fb-precopy's stun costs (quiesce, device checkpoint, resume) in
+// PostCopy mode, so that its stun differs from PreCopy's only in what the
+// stun sends.
 const (
 	presetLegacy67  = "vsphere-6.7u1"
 	presetLegacy70  = "vsphere-7.0"
 	presetFBPreCopy = "fb-precopy"
 )
 
-// modePreset is the preset of the sweep's rows of mode m.
+// modePreset is the preset of the sweep's rows of mode m: PostCopy's
+// costs are PreCopy's.
 func modePreset(m migrate.Mode) string {
 	if m == migrate.Legacy {
 		return presetLegacy67
@@ -106,6 +110,16 @@ type row struct {
 	rounds      int
 	wireBytes   int64
 	meets       bool
+
+	// The degradation after the stun, for a migration that ran: zero
+	// unless it post-copied (migrate.PostCopyReport). window is the time
+	// from the resume at the destination until the last page arrived;
+	// faults the pages the VM touched before they came, which it waited
+	// faultP50 and faultP99 for (the median and 99th percentile), stall
+	// in all.
+	window, stall      time.Duration
+	faults             int64
+	faultP50, faultP99 time.Duration
 }
 
 // errorPct is the simulated stun's error against the published figure, in
@@ -126,6 +140,7 @@ type job struct {
 	used         int64
 	ram, ramUsed int64
 	preset       migrate.Preset
+	mode         migrate.Mode // the preset's, or PostCopy with fb-precopy's costs
 	link         migrate.Link
 	stunLimit    time.Duration
 
@@ -174,7 +189,7 @@ func plan(p params) ([]job, error) {
 	// The sweep: every P40 Q profile with its whole usable framebuffer in
 	// use (what a guest can use: the profile's framebuffer less the part
 	// the vGPU manager reserves, ECC off as vGPU requires on a P40), each
-	// in both modes. Legacy runs under 6.7 U1's 100 s stun timeout, as a
+	// in the three modes. Legacy runs under 6.7 U1's 100 s stun timeout, as a
 	// limit: a migration whose estimate is over it is refused and the VM
 	// stays where it is (6.7 U1 itself failed such a migration at the
 	// timeout).
@@ -187,7 +202,7 @@ func plan(p params) ([]job, error) {
 	for _, prof := range qs {
 		for _, m := range modes {
 			j := job{table: tableProfiles, gpu: vgpu.P40(), prof: prof, used: prof.UsableFramebufferBytes(),
-				ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(modePreset(m)), link: p.link}
+				ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(modePreset(m)), mode: m, link: p.link}
 			if m == migrate.Legacy {
 				j.stunLimit = migrate.VSphere67U1StunLimit
 			}
@@ -211,7 +226,7 @@ func plan(p params) ([]job, error) {
 			return nil, fmt.Errorf("no P40 Q profile holds %d GiB", pt.UsedGiB)
 		}
 		jobs = append(jobs, job{table: tablePublished, gpu: vgpu.P40(), prof: qs[i], used: used,
-			ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(presetLegacy67), link: p.link,
+			ram: p.ramBytes, ramUsed: p.ramFootprintBytes, preset: preset(presetLegacy67), mode: migrate.Legacy, link: p.link,
 			stunLimit: migrate.VSphere67U1StunLimit, published: pt.Stun, resolution: pub.Resolution})
 	}
 
@@ -249,7 +264,7 @@ func plan(p params) ([]job, error) {
 		}
 		for _, name := range []string{presetLegacy70, presetFBPreCopy} {
 			j := job{table: tableV100, gpu: gpu, prof: prof, used: prof.UsableFramebufferBytes(),
-				ram: int64(tb.VMRAMGiB) * vgpu.GiB, ramUsed: p.v100RAMFootprintBytes, preset: preset(name), link: link}
+				ram: int64(tb.VMRAMGiB) * vgpu.GiB, ramUsed: p.v100RAMFootprintBytes, preset: preset(name), mode: preset(name).Mode, link: link}
 			if name == presetLegacy70 {
 				j.published, j.resolution = pt.Stun, tb.Resolution
 				j.expected, j.expectedResolution = ex.Points[n].Stun, ex.Resolution
@@ -317,10 +332,10 @@ func migrateOne(p params, j job) (row, error) {
 	}
 
 	r := row{table: j.table, profile: j.prof.Name, fbBytes: j.prof.FramebufferBytes, usedBytes: j.used,
-		mode: j.preset.Mode, preset: j.preset.Name, limit: j.stunLimit,
+		mode: j.mode, preset: j.preset.Name, limit: j.stunLimit,
 		published: j.published, resolution: j.resolution, expected: j.expected, expectedResolution: j.expectedResolution}
 	cfg := j.preset.Apply(migrate.Config{Fidelity: migrate.Model, Link: j.link})
-	cfg.StunLimit = j.stunLimit
+	cfg.Mode, cfg.StunLimit = j.mode, j.stunLimit
 	rep, err := migrate.Migrate(vm, dst, cfg)
 	var pe *migrate.PhaseError
 	switch {
@@ -343,5 +358,9 @@ func migrateOne(p params, j job) (row, error) {
 	r.outcome, r.endsOn = outcomeMoved, rep.Destination
 	r.stun, r.total, r.rounds, r.wireBytes = rep.Stun, rep.Total, len(rep.Rounds), rep.WireBytes
 	r.meets = rep.MeetsStandard()
+	if pc := rep.PostCopy; pc != nil {
+		r.window, r.stall, r.faults = pc.Window, pc.Stall, pc.Faults
+		r.faultP50, r.faultP99 = pc.FaultLatencyP50, pc.FaultLatencyP99
+	}
 	return r, nil
 }

@@ -13,7 +13,8 @@ import (
 
 // columns are the file outputs' (-csv, -json), units last: one row a
 // migration, its table column saying which of the three tables it belongs
-// to. An empty number cell is null in the JSON.
+// to. An empty number cell is null in the JSON. The post-copy degradation
+// columns come last, so that the columns before them keep their places.
 var columns = []tabular.Column{
 	{Name: "table"}, {Name: "profile"},
 	{Name: "fb_gib", Kind: tabular.Number}, {Name: "used_gib", Kind: tabular.Number},
@@ -23,7 +24,13 @@ var columns = []tabular.Column{
 	{Name: "total_s", Kind: tabular.Number}, {Name: "rounds", Kind: tabular.Number},
 	{Name: "wire_gib", Kind: tabular.Number}, {Name: "meets_1s", Kind: tabular.Bool},
 	{Name: "vm_ends_on"}, {Name: "outcome"},
+	{Name: colWindow, Kind: tabular.Number}, {Name: "faults", Kind: tabular.Number},
+	{Name: "fault_p50_ms", Kind: tabular.Number}, {Name: "fault_p99_ms", Kind: tabular.Number},
+	{Name: "stall_s", Kind: tabular.Number},
 }
+
+// colWindow is the column of the post-copy degradation window.
+const colWindow = "postcopy_window_s"
 
 func columnNames() []string {
 	names := make([]string, len(columns))
@@ -37,7 +44,8 @@ func columnNames() []string {
 // table shows each size's fb-precopy stun (the stun_s of its pre-copy row)
 // in a column of its own, beside the Legacy row.
 var (
-	printedProfiles  = []string{"profile", "fb_gib", "used_gib", "mode", "stun_s", "total_s", "rounds", "wire_gib", "meets_1s", "vm_ends_on", "outcome"}
+	printedProfiles = []string{"profile", "fb_gib", "used_gib", "mode", "stun_s", "total_s", "rounds", "wire_gib", "meets_1s",
+		colWindow, "faults", "fault_p50_ms", "fault_p99_ms", "stall_s", "vm_ends_on", "outcome"}
 	printedPublished = []string{"used_gib", "profile", "published_stun_s", "stun_s", "stun_error_pct"}
 	printedV100      = []string{"profile", "fb_gib", "used_gib", "published_stun_s", "stun_s", "stun_error_pct", colPreCopyStun, "expected_stun_s"}
 )
@@ -55,9 +63,15 @@ func formatSeconds(d, resolution time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', digits, 64)
 }
 
+// formatMillis formats d in milliseconds, to the microsecond.
+func formatMillis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+}
+
 // cells are the row's cells by column name: the one formatting every
-// output shares. A migration that did not run has no stun, time, rounds
-// or bytes; a row without a published figure has none, nor an error.
+// output shares. A migration that did not run has no stun, time, rounds,
+// bytes or degradation; one without a fault has no fault latency; a row
+// without a published figure has none, nor an error.
 func (r row) cells() map[string]string {
 	gib := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 3, 64) }
 	c := map[string]string{
@@ -70,6 +84,15 @@ func (r row) cells() map[string]string {
 		c["total_s"] = formatSeconds(r.total, 0)
 		c["rounds"] = strconv.Itoa(r.rounds)
 		c["wire_gib"] = gib(r.wireBytes)
+		// Zero unless the VM ran at the destination before its pages
+		// had all come: a Legacy or PreCopy VM resumes with every page.
+		c[colWindow] = formatSeconds(r.window, 0)
+		c["faults"] = strconv.FormatInt(r.faults, 10)
+		c["stall_s"] = formatSeconds(r.stall, 0)
+		if r.faults > 0 {
+			c["fault_p50_ms"] = formatMillis(r.faultP50)
+			c["fault_p99_ms"] = formatMillis(r.faultP99)
+		}
 	}
 	if r.published > 0 {
 		// As published: to its rounding.
