@@ -137,14 +137,21 @@ func (r *Region) SetAbsent(set *PageSet, fault FaultFunc) error {
 
 // Arrive marks page p of r present without calling the fault function, as
 // a post-copy destination does once it stored a page that the source
-// pushed before the guest touched it, and reports whether p was absent. It
-// does not wait for a fault function landing p meanwhile (which may itself
-// call Arrive); the page's accesses still do. A page out of range is not
-// absent.
+// pushed before the guest touched it, and reports whether p was absent. If
+// an access is landing p meanwhile, Arrive leaves p to that landing, which
+// marks it present once its fault function has stored the page: clearing
+// it sooner would let an access write p and the landing's store then
+// overwrite that write. It does not wait for the landing (a fault function
+// may itself call Arrive). A page out of range is not absent.
 func (r *Region) Arrive(p int) bool {
 	a := r.absent.Load()
 	if a == nil || uint(p) >= uint(r.pages) {
 		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.landing[p] != nil {
+		return a.has(p)
 	}
 	return a.clear(r, p)
 }

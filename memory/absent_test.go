@@ -860,3 +860,50 @@ func BenchmarkFillAbsent(b *testing.B) {
 		}
 	}
 }
+
+// TestAbsentArriveDuringLanding: a page that arrives (a push) while an
+// access is landing it stays absent until that landing has stored it, so
+// that a later access cannot write the page before the landing's store
+// and lose the write under it.
+func TestAbsentArriveDuringLanding(t *testing.T) {
+	r := mustNew(t, Config{SizeBytes: 4096 * 4, Kind: Dense})
+	set := NewPageSet(r.Pages())
+	set.Add(1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	landed := bytes.Repeat([]byte{0xaa}, 4096)
+	if err := r.SetAbsent(set, func(p int) error {
+		close(entered)
+		<-release
+		return r.StorePage(p, landed, 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := r.WriteAt([]byte{0x55}, 4096)
+		done <- err
+	}()
+	<-entered
+	if !r.Arrive(1) || !r.Absent(1) {
+		t.Fatal("a page arriving while it lands was marked present before it landed")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.Absent(1) {
+		t.Fatal("the landing left the page absent")
+	}
+	if _, err := r.WriteAt([]byte{0x66}, 4097); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4096)
+	if _, err := r.ReadAt(got, 4096); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(landed)
+	want[0], want[1] = 0x55, 0x66
+	if !bytes.Equal(got, want) {
+		t.Fatalf("page starts %x, want %x", got[:4], want[:4])
+	}
+}

@@ -16,7 +16,9 @@ import (
 // do. The driver does it — copies a round's pages, pauses the VM, saves the
 // devices, sends the final pages and states, waits for the destination —
 // and reports back: RoundArrived after a round, Done after any other step,
-// Fail when something failed. Events returns what the decisions produced,
+// Fail when something failed; in post-copy, Owe for the pages the stun
+// left, Sent for those pushed, Faulted for each demand fetch, LinkLost and
+// LinkRestored for the link. Events returns what the decisions produced,
 // Report the account so far.
 //
 // A Core never reads a clock, touches a connection or starts a goroutine,
@@ -105,8 +107,9 @@ const (
 	// to Action.Regions-1 (Sent, PagesQueued).
 	DoSendFinalRAM
 	// DoSendFinalFramebuffers: send each framebuffer's dirty pages
-	// (regions Action.First to Action.Regions-1), or,
-	// if Action.AllInUse (Legacy), every page in use (Sent, PagesQueued).
+	// (regions Action.First to Action.Regions-1), or, if Action.AllInUse
+	// (Legacy, or PostCopy mode's list), every page in use (Sent,
+	// PagesQueued).
 	DoSendFinalFramebuffers
 	// DoSendDeviceStates: send the device states and end the stream.
 	DoSendDeviceStates
@@ -329,6 +332,18 @@ func (c *Core) RoundQueued(wireBytes int64) {
 // PagesQueued says that the stun's final pages of the current phase are
 // written.
 func (c *Core) PagesQueued() {
+	if c.post != nil && (c.phase == PhaseFinalRAM || c.phase == PhaseFinalFramebuffer) {
+		t := c.rep.Final.RAM
+		if c.phase == PhaseFinalFramebuffer {
+			t = Traffic{}
+			for _, f := range c.rep.Final.Framebuffers {
+				t.Add(f)
+			}
+		}
+		c.emit(Event{Kind: PagesSent, Round: -1, WireBytes: t.WireBytes,
+			Detail: fmt.Sprintf("sending the list of the pages that follow in post-copy, %d bytes on the wire", t.WireBytes)})
+		return
+	}
 	switch c.phase {
 	case PhaseFinalRAM:
 		t := c.rep.Final.RAM

@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -47,6 +46,11 @@ type postCopyState struct {
 	latencies   []fetchLatency
 	pausedSince time.Duration // valid while paused
 	paused      bool
+	// The latency percentiles as of the first cachedFetches fetches, so
+	// that a driver asking for the report at every event pays for them
+	// only when a fetch was added.
+	cachedFetches  int
+	p50, p99, pMax time.Duration
 }
 
 // fetchLatency is one demand fetch's pages: the k-th (from 0) of n
@@ -96,18 +100,28 @@ func percentile(fs []fetchLatency, p int) time.Duration {
 	return lo
 }
 
-// Faulted records at now a demand fetch in post-copy: region i's pages t
-// the VM touched before they arrived, the first of them after first, each
-// next one step later. The VM waits for the last (see PostCopyReport).
-func (c *Core) Faulted(now time.Duration, i int, t Traffic, first, step time.Duration) {
-	if c.phase != PhasePostCopy || c.post == nil || t.Pages <= 0 || i < 0 || i > c.cfg.Framebuffers {
+// Faulted records at now one demand fetch in post-copy: byRegion[i] the
+// pages of region i (guest RAM 0, framebuffer k at k+1) the VM touched
+// before they arrived, all asked for in one request; the first page
+// arrived after first, each next one step later. stall is how long the
+// fetch held the VM up: the last page's wait, or zero if the VM was not
+// running (see PostCopyReport).
+func (c *Core) Faulted(now time.Duration, byRegion []Traffic, first, step, stall time.Duration) {
+	if c.phase != PhasePostCopy || c.post == nil || len(byRegion) > c.cfg.Framebuffers+1 {
+		return
+	}
+	var t Traffic
+	for _, r := range byRegion {
+		t.Add(r)
+	}
+	if t.Pages <= 0 {
 		return
 	}
 	pc := c.post
 	pc.rep.Faulted.Add(t)
 	pc.rep.Faults += t.Pages
 	pc.rep.Fetches++
-	pc.rep.Stall += first + time.Duration(t.Pages-1)*step
+	pc.rep.Stall += max(stall, 0)
 	pc.latencies = append(pc.latencies, fetchLatency{n: t.Pages, first: first, step: step})
 }
 
@@ -155,8 +169,8 @@ func (c *Core) enterPostCopy(now time.Duration) Action {
 	return Action{Kind: DoPostCopy}
 }
 
-// Owe records the pages of region i the stun of a post-copy migration
-// left for later.
+// Owe records pages that the stun of a post-copy migration left for
+// later, for the region whose list it is sending.
 func (c *Core) Owe(pages int64) {
 	if c.post != nil && (c.phase == PhaseFinalRAM || c.phase == PhaseFinalFramebuffer) {
 		c.post.rep.OwedPages += max(pages, 0)
@@ -186,7 +200,11 @@ func (c *Core) postCopyReport(now time.Duration) *PostCopyReport {
 			r.Paused += now - c.post.pausedSince
 		}
 	}
-	fs := slices.Clone(c.post.latencies)
-	r.FaultLatencyP50, r.FaultLatencyP99, r.FaultLatencyMax = percentile(fs, 50), percentile(fs, 99), percentile(fs, 100)
+	pc := c.post
+	if fs := pc.latencies; pc.cachedFetches != len(fs) {
+		pc.p50, pc.p99, pc.pMax = percentile(fs, 50), percentile(fs, 99), percentile(fs, 100)
+		pc.cachedFetches = len(fs)
+	}
+	r.FaultLatencyP50, r.FaultLatencyP99, r.FaultLatencyMax = pc.p50, pc.p99, pc.pMax
 	return &r
 }

@@ -40,8 +40,9 @@ func TestCorePostCopySteps(t *testing.T) {
 	}
 	start := now - time.Millisecond
 	c.Sent(0, Traffic{Pages: 150, RawBytes: 150 * 4096, WireBytes: 1000})
-	c.Faulted(now, 1, Traffic{Pages: 4, RawBytes: 4 * 4096, WireBytes: 100}, 10*time.Millisecond, time.Millisecond)
-	c.Faulted(now, 0, Traffic{Pages: 1, RawBytes: 4096, WireBytes: 30}, 20*time.Millisecond, 0)
+	c.Faulted(now, []Traffic{{}, {Pages: 4, RawBytes: 4 * 4096, WireBytes: 100}}, 10*time.Millisecond, time.Millisecond, 13*time.Millisecond)
+	c.Faulted(now, []Traffic{{Pages: 1, RawBytes: 4096, WireBytes: 30}}, 20*time.Millisecond, 0, 20*time.Millisecond)
+	c.Faulted(now, []Traffic{{Pages: 1}, {Pages: 1}, {Pages: 1}}, time.Millisecond, 0, time.Millisecond) // more regions than the VM has
 	if a := c.LinkLost(now, ErrConnection); a.Kind != DoPauseDestination || !c.DestinationPaused() {
 		t.Fatalf("link lost in post-copy: %+v", a)
 	}

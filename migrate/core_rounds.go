@@ -87,6 +87,7 @@ func (c *Core) RoundArrived(now time.Duration, dirty, usedFramebuffer Pages) Act
 func (c *Core) switchOver(now time.Duration, why Reason, expected time.Duration) Action {
 	c.rep.Switchover, c.rep.ExpectedStun = why, expected
 	if lim := c.cfg.Policy.StunLimit; lim > 0 && expected > lim {
+		c.post = nil // refused: no post-copy began
 		return c.Fail(now, fmt.Errorf("%w: expected stun %v at switchover, limit %v", ErrStunLimit, expected, lim))
 	}
 	into := ""

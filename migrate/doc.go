@@ -113,11 +113,13 @@
 // source that sent the commit and heard no acknowledgement keeps its copy
 // paused and returns ErrInDoubt, so that the VM never runs twice and is
 // never lost; a simulated migration's resume and acknowledgement are one
-// step, and it is never in doubt.
+// step, and it is never in doubt (but for a post-copy that lost its VM:
+// see ErrVMLost).
 //
 // A simulator can make migrations fail as real ones do:
 // Migration.Inject drops or stalls a migration's link, or has its
-// destination refuse or die (a Fault), and Sim.FailLink drops or stalls
+// destination refuse or die, or, in post-copy, its source die (a Fault),
+// and Sim.FailLink drops or stalls
 // every migration on a link. A stalled link fails the migration with
 // ErrConnection after Config.Timeout of simulated time, the VM running on
 // (or staying stunned) meanwhile, as at a real source waiting on a hung
@@ -166,8 +168,9 @@
 // ErrTooLate). A lost link (FaultLinkDown, FaultLinkStall) pauses the VM
 // at the destination, held so that its owner cannot resume it, and the
 // migration waits for Migration.Recover, however long, as QEMU's paused
-// post-copy waits for its recovery; Step and Run return ErrConnection
-// meanwhile. A destination or a source that fails (FaultDestinationGone,
+// post-copy waits for its recovery; the migration's Step and Run return
+// ErrConnection meanwhile, and the Sim's Step and Run return as when
+// nothing is left to do. A destination or a source that fails (FaultDestinationGone,
 // FaultSourceGone) loses the VM: the migration fails with ErrVMLost, the
 // destination's copy, which lacks pages, is destroyed, and the source
 // keeps its copy as of the stun paused and held

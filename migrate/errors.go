@@ -23,7 +23,8 @@ var (
 	// ErrCanceled reports a migration the caller canceled.
 	ErrCanceled = errors.New("migrate: canceled")
 	// ErrTooLate reports a cancel after the destination acknowledged the
-	// resume: the VM has moved, and the migration completes.
+	// resume: the VM has moved, and the migration completes (a post-copy
+	// may still lose it: ErrVMLost).
 	ErrTooLate = errors.New("migrate: too late to cancel")
 	// ErrBusy reports a host already at its limit of concurrent
 	// migrations.

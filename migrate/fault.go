@@ -7,7 +7,9 @@ import (
 
 // Fault is a failure injected into a simulated migration, so that a
 // simulator built on this one can play out what happens when a migration
-// fails: a link that drops or hangs, a destination that says no or dies.
+// fails: a link that drops or hangs, a destination that says no or dies,
+// and, in post-copy, a source that dies. What each does in post-copy is
+// Inject's to say.
 // The live mode meets the same failures on real connections.
 type Fault uint8
 
@@ -75,8 +77,8 @@ func Faults() []Fault {
 // with a *PhaseError naming the phase it was in and wrapping the fault's
 // sentinel; a stall fails it only when the timeout has passed, and a
 // second stall does not restart the wait. From the acknowledgement on it
-// returns ErrTooLate and the migration completes; on a migration that
-// ended already it does nothing.
+// returns ErrTooLate and the migration completes, but in post-copy (below);
+// on a migration that ended already it does nothing.
 //
 // In post-copy (PhasePostCopy) the VM runs at the destination with pages
 // only the source has, and there is no going back. A lost link

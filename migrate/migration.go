@@ -141,7 +141,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	if cfg.Fidelity == Bytes {
 		m.xfer, err = newByteTransport(m, false)
 	} else {
-		m.xfer, err = newModelTransport(m, &s.costs)
+		m.xfer, err = newModelTransport(m, &s.costs, false)
 	}
 	if err != nil {
 		_ = in.Abort()
@@ -169,7 +169,7 @@ func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (Co
 	c := CoreConfig{VM: vm.ID(), Policy: cfg.Policy, Costs: cfg.Costs, StunLatency: 3 * cfg.latency(),
 		NominalBandwidthBytesPerSec: cfg.goodput(), Framebuffers: len(vm.Framebuffers()),
 		Devices: len(vm.VGPUs()), DeviceStateBytes: stateBytes, PCIeBytesPerSec: vm.Host().Config().GPU.PCIeDMABytesPerSec}
-	if cfg.postCopy() {
+	if cfg.UsesPostCopy() {
 		c.PageListBytes = postCopyListBytes(vm)
 	}
 	if cfg.Mode != Legacy {

@@ -69,6 +69,12 @@ func (m *Migration) wake() {
 		}
 		a = m.core.RoundArrived(now, dirty, used)
 	case PhasePostCopy:
+		// Pages touched since the hosts last moved (the owner's own
+		// accesses) are paid for before the push can end the post-copy.
+		if err := m.serveFaults(); err != nil {
+			m.fail(err)
+			return
+		}
 		done, err := m.pushArrived()
 		if err != nil {
 			m.fail(err)
@@ -104,11 +110,18 @@ func (m *Migration) pending() (dirty, used Pages, err error) {
 
 // checkVMs catches a VM changed under the migration by someone else.
 func (m *Migration) checkVMs() error {
-	if m.core.Phase() >= PhaseRelease {
+	switch p := m.core.Phase(); {
+	case p >= PhaseRelease:
 		return nil
-	}
-	if err := m.src.Check(m.core.Phase()); err != nil {
-		return err
+	case p == PhasePostCopy:
+		// The source's copy is committed: its owner can change it no
+		// more (vgpu.ErrMigrating), and its workload runs at the
+		// destination. Checking its every dirty log again at each push
+		// would cost a scan of its memory a step.
+	default:
+		if err := m.src.Check(p); err != nil {
+			return err
+		}
 	}
 	if m.in.State() == vgpu.VMDestroyed {
 		return fmt.Errorf("%w: incoming VM was destroyed", ErrDestination)

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
@@ -33,6 +34,7 @@ type postCopyRun struct {
 	owed    []*memory.PageSet // by region: the pages the stun left for later
 	xfer    transport         // the post-copy stream; nil until the VM resumed
 	chunk   []*memory.PageSet // by region: the push on the wire
+	pushed  [][]int           // by region: the same pages, listed
 	region  int               // where the push goes on from
 	page    int
 	faulted [][]int // by region: pages the VM touched since the last fetch
@@ -41,6 +43,17 @@ type postCopyRun struct {
 	buf     []byte
 	pending int64 // bytes on the wire outside the streams, not yet transferred
 	wire    int64 // all of them: page lists and demand fetches
+}
+
+// clearChunks empties the push's page sets by its list: a push holds a
+// few batches of pages, and a region's whole set may be megabytes.
+func (pc *postCopyRun) clearChunks() {
+	for i, ps := range pc.pushed {
+		for _, p := range ps {
+			pc.chunk[i].Remove(p)
+		}
+		pc.pushed[i] = ps[:0]
+	}
 }
 
 // pageListBytes is the wire size of the list of a region's pages that
@@ -62,7 +75,7 @@ func postCopyListBytes(vm *vgpu.VM) int64 {
 func (m *Migration) sendPageList(a Action) error {
 	if m.post == nil {
 		n := len(m.srcRegs)
-		m.post = &postCopyRun{owed: make([]*memory.PageSet, n), chunk: make([]*memory.PageSet, n), faulted: make([][]int, n)}
+		m.post = &postCopyRun{owed: make([]*memory.PageSet, n), chunk: make([]*memory.PageSet, n), pushed: make([][]int, n), faulted: make([][]int, n)}
 	}
 	pc := m.post
 	list := func(i int, set *memory.PageSet) (Traffic, error) {
@@ -109,6 +122,11 @@ func (m *Migration) markAbsent() error {
 func (m *Migration) faultFunc(i int) memory.FaultFunc {
 	return func(p int) error {
 		pc := m.post
+		if m.core.DestinationPaused() {
+			// The source cannot be reached: an access to a page that has
+			// not come (the owner's, of the paused VM) fails.
+			return fmt.Errorf("%w: page %d of region %d is at the source, and the link is lost", ErrConnection, p, i)
+		}
 		if err := landPage(m.dstRegs[i], m.srcRegs[i], p, &pc.buf); err != nil {
 			return err
 		}
@@ -118,7 +136,7 @@ func (m *Migration) faultFunc(i int) memory.FaultFunc {
 }
 
 // landPage stores page p of src in dst: by class and generation if
-// generated, by its bytes if not.
+// generated, as StoreGeneratedFrom does, by its bytes if not.
 func landPage(dst, src *memory.Region, p int, buf *[]byte) error {
 	st, err := src.PageState(p)
 	if err != nil {
@@ -127,13 +145,7 @@ func landPage(dst, src *memory.Region, p int, buf *[]byte) error {
 	if st.Class.Generated() {
 		return wrap0(ErrDestination, dst.StoreGenerated(p, st.Class, st.Gen))
 	}
-	if len(*buf) != src.PageSize() {
-		*buf = make([]byte, src.PageSize())
-	}
-	if _, err := src.ReadPage(p, *buf); err != nil {
-		return wrap(ErrSource, err)
-	}
-	return wrap0(ErrDestination, dst.StorePage(p, *buf, st.Gen))
+	return copyBytes(dst, src, p, buf)
 }
 
 // startPostCopy begins the post-copy once the VM runs at the
@@ -146,14 +158,16 @@ func (m *Migration) startPostCopy() error {
 		return wrap(ErrDestination, err)
 	}
 	pc.claim = claim
+	var xfer transport
 	if m.cfg.Fidelity == Bytes {
-		pc.xfer, err = newByteTransport(m, true)
+		xfer, err = newByteTransport(m, true)
 	} else {
-		pc.xfer, err = newModelTransport(m, &m.sim.costs)
+		xfer, err = newModelTransport(m, &m.sim.costs, true)
 	}
 	if err != nil {
 		return err
 	}
+	pc.xfer = xfer
 	for i, r := range m.dstRegs {
 		pc.chunk[i] = memory.NewPageSet(r.Pages())
 	}
@@ -171,12 +185,12 @@ func (m *Migration) pushNext() error {
 	for pass := 0; pass < 2 && !sent; pass++ {
 		for ; pc.region < len(m.dstRegs) && budget > 0; pc.region, pc.page = pc.region+1, 0 {
 			i, dst, owed, chunk := pc.region, m.dstRegs[pc.region], pc.owed[pc.region], pc.chunk[pc.region]
-			chunk.Reset(dst.Pages())
 			n := 0
 			for p := owed.Next(pc.page); p >= 0 && budget > 0; p = owed.Next(p + 1) {
 				pc.page = p + 1
 				if dst.Absent(p) {
 					chunk.Add(p)
+					pc.pushed[i] = append(pc.pushed[i], p)
 					budget -= int64(dst.PageSize())
 					n++
 				}
@@ -231,12 +245,12 @@ func (m *Migration) absentLeft() int {
 // page has; if not, the next push is on its way.
 func (m *Migration) pushArrived() (bool, error) {
 	pc := m.post
-	for i, c := range pc.chunk {
-		for p := c.Next(0); p >= 0; p = c.Next(p + 1) {
+	for i, ps := range pc.pushed {
+		for _, p := range ps {
 			m.dstRegs[i].Arrive(p)
 		}
-		c.Reset(c.Cap())
 	}
+	pc.clearChunks()
 	if m.absentLeft() > 0 {
 		return false, m.pushNext()
 	}
@@ -260,8 +274,8 @@ func (m *Migration) pushArrived() (bool, error) {
 }
 
 // serveFaults charges, after a host step, the pages the VM touched absent
-// in it: one demand fetch, the link's round trip and the pages' transfer
-// at the flow's rate, which stalls the VM and delays the push behind it.
+// in it: one demand fetch, the link's round trip and the pages' transfer,
+// ahead of the push, which waits behind it; the VM is stalled for it.
 func (m *Migration) serveFaults() error {
 	pc := m.post
 	if pc == nil || m.core.Phase() != PhasePostCopy {
@@ -285,51 +299,45 @@ func (m *Migration) serveFaults() error {
 	if pages == 0 {
 		return nil
 	}
-	rate := m.flow.rate
+	pc.wire += wire
+	m.sim.net.extend(m.flow, wire)
+	rate := m.flow.rate // with the fetch on the flow: its share of the path now
 	if rate <= 0 {
 		rate = m.cfg.goodput()
 	}
 	rtt := 2 * m.cfg.latency()
-	step := transferTime(wire/pages, rate)
-	done := int64(0)
-	for i, t := range traffic {
-		if t.Pages > 0 {
-			m.core.Faulted(m.sim.now, i, t, rtt+transferTime(scaleBytes(wire, done+1, pages), rate), step)
-			done += t.Pages
+	step := transferTime(scaleBytes(wire, 1, pages), rate)
+	wait := rtt + transferTime(wire, rate)
+	stall := time.Duration(0)
+	if m.in.State() == vgpu.VMRunning {
+		if err := m.in.Stall(wait); err != nil {
+			return wrap(ErrDestination, err)
 		}
+		stall = wait
 	}
-	pc.wire += wire
-	m.sim.net.extend(m.flow, wire)
-	if m.in.State() != vgpu.VMRunning {
-		return nil
-	}
-	return wrap0(ErrDestination, m.in.Stall(rtt+transferTime(wire, rate)))
+	m.core.Faulted(m.sim.now, traffic, rtt+step, step, stall)
+	return nil
 }
 
-// fetchTraffic sizes a demand fetch of region i's pages: by their classes
-// at the migration's encoding, pages of no class at their raw size.
+// fetchTraffic sizes a demand fetch of region i's pages as the switchover
+// sizes dirty pages (Pages): by their classes at the migration's
+// encoding, pages of explicit bytes at the wire ratio pre-copy measured.
 func (m *Migration) fetchTraffic(i int, pages []int) (Traffic, error) {
 	src := m.srcRegs[i]
-	ps := src.PageSize()
-	var counts [memory.ClassExplicit]int64
-	explicit := int64(0)
+	var counts [memory.ClassExplicit + 1]int64
 	for _, p := range pages {
 		st, err := src.PageState(p)
 		if err != nil {
 			return Traffic{}, wrap(ErrSource, err)
 		}
-		if st.Class.Generated() {
-			counts[st.Class]++
-		} else {
-			explicit++
-		}
+		counts[min(st.Class, memory.ClassExplicit)]++
 	}
-	wire, err := m.post.xfer.predictWire(&counts, ps)
-	if err != nil {
+	var size Pages
+	if err := size.add(&counts, src.PageSize(), m.post.xfer.predictWire); err != nil {
 		return Traffic{}, err
 	}
 	n := int64(len(pages))
-	return Traffic{Pages: n, ZeroPages: counts[memory.ClassZero], RawBytes: n * int64(ps), WireBytes: wire + explicit*int64(ps)}, nil
+	return Traffic{Pages: n, ZeroPages: counts[memory.ClassZero], RawBytes: size.RawBytes, WireBytes: size.wire(m.core.wireRatio())}, nil
 }
 
 // linkLost is the migration's connection lost for cause: before the
@@ -345,11 +353,9 @@ func (m *Migration) linkLost(cause error) {
 	m.transferring, m.timerSet, m.linkStalled = false, false, false
 	m.sim.net.start(m.flow, 0, 0)
 	pc := m.post
-	for _, c := range pc.chunk {
-		// The push on the wire is lost; its pages stay absent and go
-		// again after Recover.
-		c.Reset(c.Cap())
-	}
+	// The push on the wire is lost; its pages stay absent and go again
+	// after Recover.
+	pc.clearChunks()
 	if !pc.paused && m.in.State() == vgpu.VMRunning {
 		if err := pc.claim.Pause(); err == nil {
 			pc.paused = true
@@ -363,7 +369,9 @@ func (m *Migration) linkLost(cause error) {
 // Recover says that the link of a post-copy migration whose destination
 // paused for its loss (FaultLinkDown, FaultLinkStall) is back: the
 // destination resumes the VM if it ran before, and the pages follow
-// again. Anywhere else it is refused with ErrConfig.
+// again. Anywhere else it is refused with ErrConfig. A caller whose link
+// will not come back ends the wait by saying which end is gone
+// (FaultDestinationGone, FaultSourceGone): the VM is then lost.
 func (m *Migration) Recover() error {
 	a, err := m.core.LinkRestored(m.sim.now)
 	if err != nil {

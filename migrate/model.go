@@ -332,10 +332,15 @@ type modelTransport struct {
 	delta *checkpoint.DeltaCache
 }
 
-func newModelTransport(m *Migration, costs *WireModel) (*modelTransport, error) {
+// newModelTransport returns m's model transport; continued, for the
+// post-copy stream that follows the first.
+func newModelTransport(m *Migration, costs *WireModel, continued bool) (*modelTransport, error) {
 	t := &modelTransport{m: m, costs: costs, explicit: memory.NewPageSet(0), scratch: memory.NewPageSet(0)}
-	var err error
-	if t.w, err = checkpoint.NewWriter(&t.cw, streamMetadata(m), writerOptions(m)); err != nil {
+	wo, err := writerOptions(m, continued)
+	if err != nil {
+		return nil, err
+	}
+	if t.w, err = checkpoint.NewWriter(&t.cw, streamMetadata(m), wo); err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
 	ec := EngineConfig{Workers: 1, BatchBytes: m.cfg.BatchBytes, Level: m.cfg.level()}
@@ -508,20 +513,28 @@ func (t *modelTransport) predictWire(counts *[memory.ClassExplicit]int64, ps int
 	return t.costs.Wire(t.m.encoding(level, ps), counts)
 }
 
+// copyExplicit stores at dst the pages of explicit bytes of src that
+// StoreGeneratedFrom left to it (t.explicit).
 func (t *modelTransport) copyExplicit(src, dst *memory.Region) error {
-	if len(t.page) != src.PageSize() {
-		t.page = make([]byte, src.PageSize())
-	}
 	for p := t.explicit.Next(0); p >= 0; p = t.explicit.Next(p + 1) {
-		st, err := src.ReadPage(p, t.page)
-		if err != nil {
-			return wrap(ErrSource, err)
-		}
-		if err := dst.StorePage(p, t.page, st.Gen); err != nil {
-			return wrap(ErrDestination, err)
+		if err := copyBytes(dst, src, p, &t.page); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// copyBytes stores page p of src at dst by its bytes, read into buf,
+// which it sizes.
+func copyBytes(dst, src *memory.Region, p int, buf *[]byte) error {
+	if len(*buf) != src.PageSize() {
+		*buf = make([]byte, src.PageSize())
+	}
+	st, err := src.ReadPage(p, *buf)
+	if err != nil {
+		return wrap(ErrSource, err)
+	}
+	return wrap0(ErrDestination, dst.StorePage(p, *buf, st.Gen))
 }
 
 func (t *modelTransport) endRound() error {

@@ -45,7 +45,8 @@ const (
 	// PhaseDone: the VM runs at the destination.
 	PhaseDone
 	// PhaseFailed: the VM runs (or stays paused) at the source, unchanged, and
-	// the destination holds nothing.
+	// the destination holds nothing; after a failure in post-copy, see
+	// ErrVMLost.
 	PhaseFailed
 
 	numPhases = iota

@@ -68,9 +68,12 @@ func (p Policy) WithDefaults() (Policy, error) {
 	return p, nil
 }
 
-// postCopy reports whether the migration may end in post-copy: PostCopy
-// mode, or pre-copy that switches to it when it does not converge.
-func (p Policy) postCopy() bool { return p.Mode == PostCopy || p.OnNonConvergence == SwitchToPostCopy }
+// UsesPostCopy reports whether a migration under p may end in post-copy:
+// PostCopy mode, or pre-copy that switches to it when it does not
+// converge.
+func (p Policy) UsesPostCopy() bool {
+	return p.Mode == PostCopy || p.OnNonConvergence == SwitchToPostCopy
+}
 
 // tracked returns how many of a VM's regions, guest RAM first, pre-copy
 // follows out of regions: guest RAM and, in PreCopy mode, every

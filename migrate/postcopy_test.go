@@ -1,10 +1,12 @@
 package migrate
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -18,6 +20,24 @@ var postCopyPolicies = []struct {
 	{"hybrid", Policy{Mode: PreCopy, OnNonConvergence: SwitchToPostCopy, MaxRounds: 1, StunTarget: time.Millisecond}},
 }
 
+// counterMigration starts migrating, with cfg over slowLink, a VM whose
+// counter oracle has run long enough to have written every page it
+// keeps, between two hosts of small pages.
+func counterMigration(t *testing.T, cfg Config) (*Sim, *Migration, *counterWorkload, *vgpu.VM) {
+	t.Helper()
+	src, dst := smallPageHosts(t)
+	w := &counterWorkload{PagesPerSec: 400, Pages: 200}
+	vm := counterVM(t, src, w)
+	must(t, src.Advance(1300*time.Millisecond))
+	sameClock(t, src, dst)
+	s, err := NewSim(SimConfig{}, src, dst)
+	must(t, err)
+	cfg.Link = slowLink
+	m, err := s.Start(vm, dst, cfg)
+	must(t, err)
+	return s, m, w, vm
+}
+
 // TestPostCopyOracle: a VM whose workload reads and rewrites its pages
 // (the counter oracle) migrates in post-copy in both fidelities; it runs
 // at the destination with pages absent, faults on them, and ends with
@@ -27,15 +47,7 @@ func TestPostCopyOracle(t *testing.T) {
 	for _, fid := range []Fidelity{Bytes, Model} {
 		for _, pc := range postCopyPolicies {
 			t.Run(fid.String()+"/"+pc.name, func(t *testing.T) {
-				src, dst := smallPageHosts(t)
-				w := &counterWorkload{PagesPerSec: 400, Pages: 200}
-				vm := counterVM(t, src, w)
-				must(t, src.Advance(1300*time.Millisecond))
-				sameClock(t, src, dst)
-				s, err := NewSim(SimConfig{}, src, dst)
-				must(t, err)
-				m, err := s.Start(vm, dst, Config{Policy: pc.p, Fidelity: fid, Link: slowLink})
-				must(t, err)
+				s, m, w, vm := counterMigration(t, Config{Policy: pc.p, Fidelity: fid})
 				runTo(t, m, PhasePostCopy)
 				if n := m.absentLeft(); n == 0 {
 					t.Fatal("the VM resumed with no page absent")
@@ -71,6 +83,11 @@ func TestPostCopyOracle(t *testing.T) {
 				_, err = s.Advance(time.Second)
 				must(t, err)
 				w.Check(t, m.VM())
+				// One request a host step, whatever regions it covers:
+				// the stall accounted is the stall the VM had.
+				if got := m.VM().StallTime(); got != p.Stall {
+					t.Fatalf("report's stall %v, the VM stalled %v", p.Stall, got)
+				}
 				t.Logf("stun %v, window %v, %d faults in %d fetches, p50 %v p99 %v, stall %v, %d owed, %d pushed",
 					rep.Stun, p.Window, p.Faults, p.Fetches, p.FaultLatencyP50, p.FaultLatencyP99, p.Stall, p.OwedPages, p.Pushed.Pages)
 			})
@@ -84,17 +101,9 @@ func TestPostCopyOracle(t *testing.T) {
 func TestPostCopyLinkLost(t *testing.T) {
 	for _, f := range []Fault{FaultLinkDown, FaultLinkStall} {
 		t.Run(f.String(), func(t *testing.T) {
-			src, dst := smallPageHosts(t)
-			w := &counterWorkload{PagesPerSec: 400, Pages: 200}
-			vm := counterVM(t, src, w)
-			must(t, src.Advance(1300*time.Millisecond))
-			sameClock(t, src, dst)
-			s, err := NewSim(SimConfig{}, src, dst)
-			must(t, err)
-			m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes, Link: slowLink})
-			must(t, err)
+			s, m, w, _ := counterMigration(t, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes})
 			runTo(t, m, PhasePostCopy)
-			_, err = s.Advance(5 * time.Millisecond)
+			_, err := s.Advance(5 * time.Millisecond)
 			must(t, err)
 			must(t, m.Inject(f))
 			if m.VM().State() != vgpu.VMPaused || m.Done() {
@@ -133,15 +142,7 @@ func TestPostCopyLinkLost(t *testing.T) {
 func TestPostCopyVMLost(t *testing.T) {
 	for _, f := range []Fault{FaultDestinationGone, FaultSourceGone} {
 		t.Run(f.String(), func(t *testing.T) {
-			src, dst := smallPageHosts(t)
-			w := &counterWorkload{PagesPerSec: 400, Pages: 200}
-			vm := counterVM(t, src, w)
-			must(t, src.Advance(1300*time.Millisecond))
-			sameClock(t, src, dst)
-			s, err := NewSim(SimConfig{}, src, dst)
-			must(t, err)
-			m, err := s.Start(vm, dst, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes, Link: slowLink})
-			must(t, err)
+			_, m, _, vm := counterMigration(t, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes})
 			if err := m.Inject(FaultSourceGone); !errors.Is(err, ErrConfig) {
 				t.Fatalf("source-gone before post-copy: %v", err)
 			}
@@ -172,5 +173,26 @@ func TestPostCopyVMLost(t *testing.T) {
 				t.Fatalf("cancel after the failure: %v", err)
 			}
 		})
+	}
+}
+
+// TestPostCopyEncrypted: an encrypted post-copy migration arrives whole;
+// its post-copy stream has an id and a key of its own, so that no record
+// number is a nonce twice under one key.
+func TestPostCopyEncrypted(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, checkpoint.KeySize)
+	_, m, w, _ := counterMigration(t, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes, EncryptionKey: key})
+	id0, k0, err := streamIdentity(m, false)
+	must(t, err)
+	id1, k1, err := streamIdentity(m, true)
+	must(t, err)
+	if id0 == id1 || bytes.Equal(k0, k1) || !bytes.Equal(k0, key) || len(k1) != checkpoint.KeySize {
+		t.Fatalf("streams share an id (%v) or a key (%v)", id0 == id1, bytes.Equal(k0, k1))
+	}
+	rep, err := m.Run()
+	must(t, err)
+	w.Check(t, m.VM())
+	if rep.PostCopy.Faults == 0 {
+		t.Fatal("no fault")
 	}
 }

@@ -165,7 +165,8 @@ type Report struct {
 	Final            FinalTraffic `json:"final"`
 	DeviceStateBytes int64        `json:"device_state_bytes"`
 	// WireBytes is every byte of the stream (at the destination, every
-	// byte of it read); RawBytes the pages' size (at the destination, of
+	// byte of it read), and of a post-copy's: the list of the pages that
+	// follow, the stream that pushes them and its demand fetches; RawBytes the pages' size (at the destination, of
 	// the pages applied); CompressionRatio RawBytes over the pages' wire
 	// bytes.
 	WireBytes        int64   `json:"wire_bytes"`

@@ -393,11 +393,17 @@ func (s *Sim) advanceHosts() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		// A workload failed: the migrations of VMs on that host cannot
-		// trust its memory any more.
+		// A workload failed: the migrations from or to that host cannot
+		// trust its memory any more. The others go on: a post-copy's VM
+		// would be lost for a host it does not touch.
 		err := wrap(ErrSource, err)
 		for _, m := range slices.Clone(s.active) {
-			m.fail(err)
+			for i, h := range s.hosts {
+				if errs[i] != nil && (h == m.srcHost || h == m.dst) {
+					m.fail(err)
+					break
+				}
+			}
 		}
 		return err
 	}
@@ -550,7 +556,8 @@ func (s *Sim) AdvanceTo(t time.Duration) ([]Event, error) {
 	return s.Advance(t - s.now)
 }
 
-// Run advances until no migration is under way and returns the events not
+// Run advances until no migration is under way, or only post-copies
+// waiting for their lost link (Migration.Recover) are, and returns the events not
 // yet returned, in time order.
 func (s *Sim) Run() ([]Event, error) {
 	var all []Event

@@ -3,6 +3,8 @@ package migrate
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -51,15 +53,36 @@ type transport interface {
 // streamMetadata declares the migration's regions.
 func streamMetadata(m *Migration) checkpoint.Metadata { return m.src.Metadata() }
 
-func writerOptions(m *Migration) checkpoint.WriterOptions {
+// writerOptions are the options of m's stream: the first, or, if
+// continued, the post-copy stream that follows it.
+func writerOptions(m *Migration, continued bool) (checkpoint.WriterOptions, error) {
 	o := checkpoint.WriterOptions{Level: m.cfg.level(), BatchBytes: m.cfg.BatchBytes, Mixed: m.cfg.Codec == CodecAuto, Filters: m.cfg.Filtering.Enabled()}
-	// The stream id names the migration: the caller's id, then the Sim's
-	// number for it, so that two migrations' streams differ.
-	o.StreamID = StreamID(m.cfg.StreamID, uint64(m.id)+1)
-	if m.cfg.EncryptionKey != nil {
-		o.Encryption, o.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
+	var err error
+	o.StreamID, o.Key, err = streamIdentity(m, continued)
+	if o.Key != nil {
+		o.Encryption = checkpoint.EncryptionRequired
 	}
-	return o
+	return o, err
+}
+
+// streamIdentity is the id and key of m's stream. The id names the
+// migration: the caller's id, then the Sim's number for it, so that two
+// migrations' streams differ; a post-copy stream's has the top bit of the
+// Sim's number set. The first stream is encrypted with Config's key; the
+// post-copy stream with a key of its own, expanded from it and the
+// stream's id (HKDF, RFC 5869), since both number their records from zero
+// and a record's nonce is its number.
+func streamIdentity(m *Migration, continued bool) (id [16]byte, key []byte, err error) {
+	n := uint64(m.id) + 1
+	if continued {
+		n |= 1 << 63
+	}
+	id = StreamID(m.cfg.StreamID, n)
+	key = m.cfg.EncryptionKey
+	if key != nil && continued {
+		key, err = hkdf.Key(sha256.New, key, id[:], "vgpusim post-copy stream", checkpoint.KeySize)
+	}
+	return id, key, wrap0(ErrConfig, err)
 }
 
 // byteTransport encodes pages with the checkpoint package into an
@@ -90,8 +113,11 @@ type byteTransport struct {
 // regions rather than scrubbing them.
 func newByteTransport(m *Migration, continued bool) (*byteTransport, error) {
 	t := &byteTransport{m: m}
-	var err error
-	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), writerOptions(m)); err != nil {
+	wo, err := writerOptions(m, continued)
+	if err != nil {
+		return nil, err
+	}
+	if t.w, err = checkpoint.NewWriter(&t.wire, streamMetadata(m), wo); err != nil {
 		return nil, wrap(ErrConfig, err)
 	}
 	// One worker: the simulated mode encodes on the caller's goroutine,
@@ -108,8 +134,8 @@ func newByteTransport(m *Migration, continued bool) (*byteTransport, error) {
 		return nil, err
 	}
 	ro := checkpoint.ReaderOptions{Limits: checkpoint.LimitsForBatch(m.cfg.BatchBytes)}
-	if m.cfg.EncryptionKey != nil {
-		ro.Encryption, ro.Key = checkpoint.EncryptionRequired, m.cfg.EncryptionKey
+	if wo.Key != nil {
+		ro.Encryption, ro.Key = checkpoint.EncryptionRequired, wo.Key
 	}
 	if t.rd, err = checkpoint.NewReader(&t.wire, ro); err != nil {
 		return nil, wrap(ErrStream, err)

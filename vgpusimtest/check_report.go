@@ -53,6 +53,15 @@ func CheckReport(r *migrate.Report) error {
 		for _, f := range r.Final.Framebuffers {
 			pages.Add(f)
 		}
+		if pc := r.PostCopy; pc != nil {
+			// A post-copy's pages follow the stun: pushed, or fetched
+			// when the VM touched them first.
+			pages.Add(pc.Pushed)
+			pages.Add(pc.Faulted)
+			if pc.Faults != pc.Faulted.Pages || pc.Pushed.Pages+pc.Faulted.Pages < pc.OwedPages {
+				return bad("post-copy: %d faults for %d pages fetched; %d pushed and fetched of %d owed", pc.Faults, pc.Faulted.Pages, pc.Pushed.Pages+pc.Faulted.Pages, pc.OwedPages)
+			}
+		}
 		if pages.RawBytes != r.RawBytes || pages.WireBytes > r.WireBytes {
 			return bad("pages of %d raw and %d wire bytes, the report %d raw and %d on the wire", pages.RawBytes, pages.WireBytes, r.RawBytes, r.WireBytes)
 		}

@@ -46,6 +46,12 @@ func wantLost(t *testing.T, err error, host string, region, page, offset int) {
 // host "dst".
 func migrated(t *testing.T) (o *vgpusimtest.Oracle, src, dst *vgpu.Host, r *migrate.Report) {
 	t.Helper()
+	return migratedWith(t, migrate.Config{Fidelity: migrate.Bytes})
+}
+
+// migratedWith is migrated, the migration configured by cfg.
+func migratedWith(t *testing.T, cfg migrate.Config) (o *vgpusimtest.Oracle, src, dst *vgpu.Host, r *migrate.Report) {
+	t.Helper()
 	src, dst = kitHost(t, "src"), kitHost(t, "dst")
 	o = vgpusimtest.NewOracle()
 	vm := kitVM(t, src, "vm", o.Workload(vgpusimtest.OracleConfig{PagesPerSec: 500, Seed: 3}))
@@ -57,7 +63,7 @@ func migrated(t *testing.T) (o *vgpusimtest.Oracle, src, dst *vgpu.Host, r *migr
 			t.Fatal(err)
 		}
 	}
-	r, err := migrate.Migrate(vm, dst, migrate.Config{Fidelity: migrate.Bytes})
+	r, err := migrate.Migrate(vm, dst, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +225,25 @@ func TestCheckScheduler(t *testing.T) {
 	}
 	if err := vgpusimtest.CheckScheduler(a, b); err != nil {
 		t.Fatalf("after running: %v", err)
+	}
+}
+
+// TestPostCopyChecks: a post-copy migration's report adds up, its pages
+// pushed and fetched after the stun counted with the rest, and the
+// destination holds every page the oracle recorded, those the VM faulted
+// on included.
+func TestPostCopyChecks(t *testing.T) {
+	for _, fid := range []migrate.Fidelity{migrate.Bytes, migrate.Model} {
+		o, src, dst, r := migratedWith(t, migrate.Config{Policy: migrate.Policy{Mode: migrate.PostCopy}, Fidelity: fid})
+		if r.PostCopy == nil || r.PostCopy.OwedPages == 0 {
+			t.Fatalf("%v: post-copy %+v", fid, r.PostCopy)
+		}
+		if err := vgpusimtest.CheckReport(r); err != nil {
+			t.Fatalf("%v: %v", fid, err)
+		}
+		if err := o.CheckHosts(src, dst); err != nil {
+			t.Fatalf("%v: %v", fid, err)
+		}
 	}
 }
 

@@ -114,7 +114,7 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 	if c.Policy, err = c.Policy.WithDefaults(); err != nil {
 		return c, err
 	}
-	if c.Mode == migrate.PostCopy || c.OnNonConvergence == migrate.SwitchToPostCopy {
+	if c.UsesPostCopy() {
 		// The live protocol has no page list, no fetch on demand and no
 		// way back from a lost link yet.
 		return c, fmt.Errorf("%w: post-copy is not available in the live mode", migrate.ErrConfig)

@@ -27,7 +27,7 @@ func (w *world) cmdMigrate(a *args) (string, error) {
 	cfg.BatchBytes = int(a.size("batch", 0))
 	cfg.MetricsWindow = a.dur("metrics-window", 0)
 	cfg.EncodeWorkers = a.int("encode-workers", 0, 0, 1024)
-	mode := parsed(a, "mode", migrate.Mode(0), "pre-copy (or precopy) or legacy", named(migrate.ParseMode, modeAliases))
+	mode := parsed(a, "mode", migrate.Mode(0), "pre-copy (or precopy), legacy or post-copy", named(migrate.ParseMode, modeAliases))
 	cfg.Fidelity = parsed(a, "fidelity", migrate.Model, "model or bytes", named(migrate.ParseFidelity, nil))
 	cfg.Codec = parsed(a, "codec", migrate.CodecZstd, "zstd, none, s2 or auto", migrate.ParseCodec)
 	cfg.OnNonConvergence = parsed(a, "on-nonconvergence", migrate.NonConvergence(0),
