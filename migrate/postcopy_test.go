@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
+	"github.com/vgpusim/vgpusim/memory"
 	"github.com/vgpusim/vgpusim/vgpu"
 )
 
@@ -195,4 +196,45 @@ func TestPostCopyEncrypted(t *testing.T) {
 	if rep.PostCopy.Faults == 0 {
 		t.Fatal("no fault")
 	}
+}
+
+// failingCounter is the counter oracle until its time reaches at, when
+// its writes fail: a workload that breaks part-way.
+type failingCounter struct {
+	*counterWorkload
+	at time.Duration
+}
+
+func (w *failingCounter) AdvanceTo(env *vgpu.Env, t time.Duration) error {
+	if t >= w.at {
+		return errors.New("counter broke")
+	}
+	return w.counterWorkload.AdvanceTo(env, t)
+}
+
+// TestHostFailureSparesOtherMigrations: a workload failing on a host that
+// a post-copy does not touch leaves it running; the Sim reports the
+// failure, and the post-copy completes, the oracle intact.
+func TestHostFailureSparesOtherMigrations(t *testing.T) {
+	s, m, w, _ := counterMigration(t, Config{Policy: Policy{Mode: PostCopy}, Fidelity: Bytes})
+	third, err := vgpu.NewHost(vgpu.HostConfig{Name: "third", Memory: memory.Sparse, FramebufferPageSize: 4096, Seed: 3, RAMBytes: 4 * GiB})
+	must(t, err)
+	broken := &failingCounter{&counterWorkload{PagesPerSec: 10, Pages: 16}, maxTime}
+	vm, err := third.CreateVM(vgpu.VMSpec{ID: "broken", RAMBytes: 16 * MiB, RAMFootprintBytes: 2 * MiB, Profiles: []string{"P40-1Q"}, Workload: broken})
+	must(t, err)
+	must(t, vm.Start())
+	must(t, third.Advance(s.Now()-third.Now()))
+	must(t, s.AddHost(third))
+	runTo(t, m, PhasePostCopy)
+	broken.at = s.Now() + 50*time.Millisecond
+	if _, err := s.Advance(100 * time.Millisecond); err == nil {
+		t.Fatal("the broken workload's host advanced without an error")
+	}
+	if m.Done() {
+		t.Fatalf("a post-copy was failed by a host it does not touch: %v", m.Err())
+	}
+	must(t, vm.Stop()) // its owner stops the broken VM, and the Sim moves on
+	_, err = m.Run()
+	must(t, err)
+	w.Check(t, m.VM())
 }
