@@ -25,8 +25,8 @@ import (
 // start is as fine as the Sim's steps, a push transfer's time at most.
 
 // pushBatches is how many batches of Config.BatchBytes one push transfer
-// carries: fewer, longer transfers make fewer Sim steps, more make a
-// fault's stall start closer to the fault.
+// carries: more make fewer, longer transfers and fewer Sim steps; fewer
+// make a fault's stall start closer to the fault.
 const pushBatches = 4
 
 // postCopyRun is a migration's post-copy.
