@@ -40,6 +40,14 @@
 // migration's, and moves to it with Sim.AdvanceTo. Migrate does all of it
 // in one call and gives the two hosts back.
 //
+// Hosts joined by remote GPUs (vgpu.RemoteGPU) are moved in steps no
+// longer than vgpu.Horizon allows, so that every job and completion
+// crosses at its exact time; a Sim that drives one end of a session and
+// not the other refuses to advance (vgpu.ErrOutOfStep). A VM whose GPUs
+// are remote migrates with its guest memory alone: its sessions are
+// handed to the destination at the commit, and Report.Remote gives their
+// hand-over, the time after it until they answer the VM again.
+//
 // Sim.Evacuate empties a host, as maintenance mode does: it migrates every
 // VM on it to the hosts given, each to the one its vgpu.Placement picks
 // among those with room (vgpu.ChooseDestination), as many at once as

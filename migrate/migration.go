@@ -38,19 +38,26 @@ type Migration struct {
 	timerSet     bool
 
 	handedOver bool
-	post       *postCopyRun // once the stun switched over into post-copy
-	published  int          // events queued in the Sim
-	taken      *int         // events returned, by Step or by the Sim's; shared with the Sim's queue
+	// The VM's remote GPU sessions, whether they are the destination's,
+	// and what their hand-over took.
+	remote         []*vgpu.RemoteGPU
+	remoteHanded   bool
+	remoteHandover time.Duration
+
+	post      *postCopyRun // once the stun switched over into post-copy
+	published int          // events queued in the Sim
+	taken     *int         // events returned, by Step or by the Sim's; shared with the Sim's queue
 }
 
 // Migrate moves vm to dst in a Sim of its own and returns the report. It
 // is the one-call form of NewSim, Start and Run; the two hosts, which must
 // read the same time, are the caller's to advance again once it returns.
+// Hosts joined to them by remote GPUs (vgpu.Joined) are driven with them.
 func Migrate(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Report, error) {
 	if vm == nil {
 		return nil, fmt.Errorf("%w: nil VM", ErrConfig)
 	}
-	s, err := NewSim(SimConfig{}, vm.Host(), dst)
+	s, err := NewSim(SimConfig{}, vgpu.Joined(vm.Host(), dst)...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +141,7 @@ func (s *Sim) Start(vm *vgpu.VM, dst *vgpu.Host, cfg Config) (*Migration, error)
 	}
 	m := &Migration{
 		sim: s, id: s.nextID, cfg: cfg, core: core, src: src, vm: vm, in: in, srcHost: srcHost, dst: dst,
-		devices: len(vm.VGPUs()), taken: new(int),
+		devices: len(vm.VGPUs()), taken: new(int), remote: spec.Remote,
 	}
 	m.srcRegs = src.Regions()
 	m.dstRegs = append([]*memory.Region{in.RAM()}, in.Framebuffers()...)

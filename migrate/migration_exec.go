@@ -251,11 +251,8 @@ func (m *Migration) acknowledged() error {
 	if err != nil {
 		return err
 	}
-	if m.vm.Workload() != nil {
-		if err := m.vm.HandOverWorkload(m.in); err != nil {
-			return wrap(ErrDestination, err)
-		}
-		m.handedOver = true
+	if err := m.handOver(); err != nil {
+		return err
 	}
 	if err := m.in.SetThrottle(throttle); err != nil {
 		return m.handBack(err)
@@ -273,14 +270,51 @@ func (m *Migration) acknowledged() error {
 	return nil
 }
 
+// handOver moves what runs the VM to the destination at the commit: its
+// workload, and its remote GPU sessions, which stay on their servers.
+func (m *Migration) handOver() error {
+	if m.vm.Workload() != nil {
+		if err := m.vm.HandOverWorkload(m.in); err != nil {
+			return wrap(ErrDestination, err)
+		}
+		m.handedOver = true
+	}
+	if len(m.remote) > 0 {
+		took, err := m.vm.HandOverRemote(m.in)
+		if err != nil {
+			return m.handBack(err)
+		}
+		m.remoteHanded, m.remoteHandover = true, took
+	}
+	return nil
+}
+
+// giveBack returns to the source what handOver moved, and says what
+// could not be.
+func (m *Migration) giveBack() error {
+	var errs []error
+	if m.handedOver {
+		if err := m.in.HandOverWorkload(m.vm); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.handedOver = false
+		}
+	}
+	if m.remoteHanded {
+		if _, err := m.in.HandOverRemote(m.vm); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.remoteHanded = false
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // handBack returns the workload to the source when the destination fails
 // to resume, before it acknowledged.
 func (m *Migration) handBack(cause error) error {
-	if m.handedOver {
-		if err := m.in.HandOverWorkload(m.vm); err != nil {
-			cause = errors.Join(cause, err)
-		}
-		m.handedOver = false
+	if err := m.giveBack(); err != nil {
+		cause = errors.Join(cause, err)
 	}
 	return wrap(ErrDestination, cause)
 }
@@ -328,10 +362,7 @@ func (m *Migration) rollBack(a Action) {
 	m.xfer.abort()
 	m.xfer.close()
 	if m.in != nil && m.in.State() != vgpu.VMDestroyed {
-		if m.handedOver {
-			_ = m.in.HandOverWorkload(m.vm)
-			m.handedOver = false
-		}
+		_ = m.giveBack()
 		_ = m.in.Destroy()
 	}
 	m.transferring = false

@@ -424,9 +424,7 @@ func (m *Migration) strand(sourceGone bool) {
 		if m.in.State() == vgpu.VMRunning && pc.claim != nil {
 			_ = pc.claim.Pause()
 		}
-		if m.handedOver && m.in.HandOverWorkload(m.vm) == nil {
-			m.handedOver = false
-		}
+		_ = m.giveBack()
 		if pc.claim != nil {
 			_ = pc.claim.Destroy()
 		} else {

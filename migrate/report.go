@@ -193,7 +193,26 @@ type Report struct {
 	// otherwise.
 	PostCopy *PostCopyReport `json:"post_copy,omitempty"`
 
+	// Remote is the account of the VM's remote GPUs (vgpu.VMSpec.Remote),
+	// for a VM that has them; nil otherwise.
+	Remote *RemoteReport `json:"remote,omitempty"`
+
 	Events []Event `json:"events"`
+}
+
+// RemoteReport is what a migration did with the VM's remote GPU sessions.
+// Their framebuffers are their servers', so no page of them moves: the
+// sessions are handed over to the destination at the commit, and answer
+// again once the VM's connection to each server is made from its new host.
+type RemoteReport struct {
+	// Sessions is the VM's remote GPUs; Servers the hosts they are on,
+	// one entry a session.
+	Sessions int      `json:"sessions"`
+	Servers  []string `json:"servers"`
+	// Handover is the time from the commit until the sessions answer the
+	// destination (vgpu.VM.HandOverRemote): the VM's GPU work waits that
+	// long after the stun. Zero until they were handed over.
+	Handover time.Duration `json:"handover_ns"`
 }
 
 // MeetsStandard reports whether the migration succeeded with a stun under
@@ -254,6 +273,12 @@ func (m *Migration) Report() *Report {
 	}
 	for _, p := range m.vm.Profiles() {
 		r.Profiles = append(r.Profiles, p.Name)
+	}
+	if len(m.remote) > 0 {
+		r.Remote = &RemoteReport{Sessions: len(m.remote), Handover: m.remoteHandover}
+		for _, s := range m.remote {
+			r.Remote.Servers = append(r.Remote.Servers, s.Server().Name())
+		}
 	}
 	if m.Done() {
 		r.WireBytes, r.Before, r.During = m.wireBytes, m.before, m.during

@@ -43,6 +43,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  post-copy: window %v, %d pages owed, %d pushed, %d faults in %d fetches (p50 %v, p99 %v, max %v), stall %v, paused %v\n",
 			p.Window, p.OwedPages, p.Pushed.Pages, p.Faults, p.Fetches, p.FaultLatencyP50, p.FaultLatencyP99, p.FaultLatencyMax, p.Stall, p.Paused)
 	}
+	if rr := r.Remote; rr != nil {
+		fmt.Fprintf(&b, "  remote GPUs: %d on %v, no framebuffer moved, handed over in %v\n", rr.Sessions, rr.Servers, rr.Handover)
+	}
 	for _, m := range []struct {
 		name string
 		m    vgpu.Metrics

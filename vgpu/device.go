@@ -131,6 +131,8 @@ type VGPU struct {
 	contexts   []Context
 	gpuTimeUS  uint64
 	booted     bool // channels and contexts exist (first start or restore)
+
+	remote *RemoteGPU // the session the vGPU serves, for a remote GPU's
 }
 
 // Profile returns the vGPU's type.
@@ -143,8 +145,13 @@ func (v *VGPU) GPU() *GPU { return v.gpu }
 // the type's framebuffer size.
 func (v *VGPU) Slot() int { return v.slot }
 
-// VM returns the VM the vGPU is attached to.
+// VM returns the VM the vGPU is attached to, or nil for a remote GPU
+// session's (Remote), whose VM is on another host.
 func (v *VGPU) VM() *VM { return v.vm }
+
+// Remote returns the session the vGPU serves, for a remote GPU's (see
+// Host.OpenRemote), or nil.
+func (v *VGPU) Remote() *RemoteGPU { return v.remote }
 
 // Index returns the vGPU's position in its VM.
 func (v *VGPU) Index() int { return v.index }
@@ -396,6 +403,10 @@ func (v *VGPU) complete(c sched.Completion) error {
 	v.gpuTimeUS += uint64(c.Work / time.Microsecond)
 	v.regs[RegGPUTimeLo] = uint32(v.gpuTimeUS)
 	v.regs[RegGPUTimeHi] = uint32(v.gpuTimeUS >> 32)
+	if v.remote != nil {
+		v.remote.partDone(c)
+		return nil
+	}
 	if v.vm != nil {
 		return v.vm.completed(v.index, c)
 	}

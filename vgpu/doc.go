@@ -146,6 +146,45 @@
 // (VM.EffectiveThrottle is the larger) and outlives it. Once the claim is
 // committed the owner's changes are refused with ErrMigrating.
 //
+// # Remote GPUs
+//
+// A GPU server's host opens a session on one of its GPUs for a VM of
+// another host (Host.OpenRemote, a RemoteGPU), as VMware vSphere Bitfusion
+// gives a VM a GPU, or part of one, across the network (seed 002): a vGPU
+// of the session's profile, placed and scheduled as any other, whose
+// framebuffer stays on the server. The client VM names it in
+// VMSpec.Remote, and its workload uses it as a vGPU of its own, numbered
+// after its local ones. A job's inputs cross the session's RemoteLink
+// before it can run and its outputs after, at the link's rate and one-way
+// latency, one transfer at a time each way; its calls that wait for an
+// answer (JobIO.Calls, Env.SubmitIO) split its work into parts, each
+// reaching the GPU a round trip after the previous one ended, the GPU free
+// for the server's other vGPUs and sessions meanwhile; a session's jobs
+// run one at a time, in order. The workloads say what their jobs move:
+// an inference its image in and its scores out, a training iteration its
+// batch in and its loss out, and two calls per convolution layer and pass
+// (Model.RemoteCalls). With the links of seed 002's set-ups
+// (RemoteVMXNET3, RemotePVRDMA, RemoteRoCE) a training iteration of
+// Inception V3 or ResNet-50 pays 4 to 22 % over a local vGPU on 10 GbE, at
+// most 2 % on RoCE, less as the batch grows (TestRemoteOverheadShapes,
+// BenchmarkRemoteTraining).
+//
+// A client and its server keep one clock: a host a session joins to
+// another refuses Host.Advance (ErrOutOfStep), and AdvanceHosts moves
+// them together, in steps no longer than Horizon allows — until the
+// earliest a job or a completion could cross a link — so that every job
+// reaches the server, and every completion its VM, at its exact time, and
+// an advance split anywhere gives the same result. migrate.Sim does the
+// same for the hosts it drives, on one goroutine or several. A paused or
+// stalled VM's completions wait for it; its Stop drops the session's work,
+// and its Destroy ends its hold on the session, which Close then ends.
+//
+// A client VM migrates with no framebuffer to move: a migration hands its
+// sessions to the destination at the commit (VM.HandOverRemote), and they
+// answer it after two round trips of their link, the client's connection
+// from its new host. The live mode refuses such a VM (a session is a
+// pointer into this process), and so does Suspend.
+//
 // # Suspend and resume
 //
 // VM.Suspend writes a running or paused VM to a file in one call — its

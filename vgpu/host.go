@@ -161,6 +161,9 @@ type Host struct {
 	genSeed  uint64
 	phase    phase
 	clock    *Clock // the driver's hold on the clock, or nil
+
+	serving     []*RemoteGPU // the remote GPU sessions the host's GPUs serve
+	remoteCount int          // sessions opened, numbering them
 }
 
 // phase says what the host is doing inside Advance, so that a workload
@@ -217,7 +220,13 @@ func (h *Host) NextEventAt() (time.Duration, bool) {
 			t = min(t, vm.stallUntil)
 		} else if w := vm.active(); w != nil {
 			t = min(t, w.NextEvent())
+			for _, r := range vm.remotes {
+				t = min(t, r.clientNext())
+			}
 		}
+	}
+	for _, r := range h.serving {
+		t = min(t, r.serverNext())
 	}
 	return max(t, h.now), t != NoEvent
 }
@@ -296,6 +305,9 @@ func (h *Host) Advance(d time.Duration) error {
 	if h.clock != nil {
 		return fmt.Errorf("%w: host %q is driven by %s", ErrDriven, h.cfg.Name, h.clock.driver)
 	}
+	if err := h.checkAlone(); err != nil {
+		return err
+	}
 	return h.advance(d)
 }
 
@@ -319,7 +331,14 @@ func (h *Host) advance(d time.Duration) error {
 				return err
 			}
 		}
+		if err := h.routeRemote(t); err != nil {
+			h.phase = phaseIdle
+			return err
+		}
 		h.phase = phaseIdle
+		if err := h.fireRemote(t); err != nil {
+			return err
+		}
 		// A stall that ends now ends before the workloads move on: its
 		// vGPUs get turns from now, and its workload, resumed at now,
 		// fires what fell due meanwhile below.
@@ -357,4 +376,31 @@ func (h *Host) remove(vm *VM) {
 			return
 		}
 	}
+}
+
+// routeRemote hands the host's running VMs the completions of their
+// remote GPUs that reached them by t; a paused or stalled VM's wait.
+func (h *Host) routeRemote(t time.Duration) error {
+	for _, vm := range h.vms {
+		if vm.active() == nil {
+			continue
+		}
+		for _, r := range vm.remotes {
+			if err := r.deliver(vm, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fireRemote puts on the host's GPUs the remote sessions' jobs and calls
+// that reached them by t.
+func (h *Host) fireRemote(t time.Duration) error {
+	for _, r := range h.serving {
+		if err := r.serverFire(t); err != nil {
+			return fmt.Errorf("%w: remote session %d: %w", ErrWorkload, r.id, err)
+		}
+	}
+	return nil
 }

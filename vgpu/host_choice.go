@@ -9,7 +9,7 @@ import (
 // now, reserving nothing: nil, or the error CreateVM would return (a
 // workload's fit is checked by CreateVM alone, on the VM it makes).
 func (h *Host) CanPlace(spec VMSpec) error {
-	_, err := h.check(spec)
+	_, err := h.check(spec, false)
 	return err
 }
 

@@ -3,6 +3,7 @@ package vgpu
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // IncomingSpec is what a migration's destination needs to hold a VM before
@@ -19,6 +20,11 @@ type IncomingSpec struct {
 	GPUModel            string
 	Profiles            []string
 	Passthrough         bool
+	// Remote is the VM's remote GPU sessions, which the destination uses
+	// once the VM is handed over (VM.HandOverRemote); they stay on their
+	// server. They are pointers into this process, so a spec that crosses
+	// a wire carries none.
+	Remote []*RemoteGPU `json:"-"`
 }
 
 // IncomingSpec returns the spec a destination host needs to prepare for
@@ -34,6 +40,10 @@ func (vm *VM) IncomingSpec() IncomingSpec {
 			s.Profiles = append(s.Profiles, d.profile.Name)
 		}
 	}
+	if len(vm.devices) == 0 && len(vm.remotes) > 0 {
+		s.GPUModel = "" // its GPUs are its server's, whatever the host has
+	}
+	s.Remote = slices.Clone(vm.remotes)
 	return s
 }
 
@@ -60,7 +70,7 @@ func (h *Host) checkSpec(spec IncomingSpec) (VMSpec, error) {
 			ErrIncompatibleHost, spec.ID, spec.RAMPageSize, spec.FramebufferPageSize,
 			h.cfg.Name, h.cfg.RAMPageSize, h.cfg.FramebufferPageSize)
 	}
-	if !equalModel(spec.GPUModel, h.cfg.GPU.Model) {
+	if len(spec.Profiles) > 0 && !equalModel(spec.GPUModel, h.cfg.GPU.Model) {
 		return VMSpec{}, fmt.Errorf("%w: VM %q runs on %s GPUs, host %q has %s",
 			ErrIncompatibleHost, spec.ID, spec.GPUModel, h.cfg.Name, h.cfg.GPU.Model)
 	}
@@ -68,7 +78,7 @@ func (h *Host) checkSpec(spec IncomingSpec) (VMSpec, error) {
 		return VMSpec{}, configError("incoming VM %q has no seed", spec.ID)
 	}
 	return VMSpec{ID: spec.ID, Seed: spec.Seed, RAMBytes: spec.RAMBytes,
-		RAMFootprintBytes: spec.RAMFootprintBytes, Profiles: spec.Profiles}, nil
+		RAMFootprintBytes: spec.RAMFootprintBytes, Profiles: spec.Profiles, Remote: spec.Remote}, nil
 }
 
 // CheckIncoming reports whether the host could take the VM of spec now,
@@ -79,7 +89,7 @@ func (h *Host) CheckIncoming(spec IncomingSpec) error {
 	if err != nil {
 		return err
 	}
-	_, err = h.check(vs)
+	_, err = h.check(vs, true)
 	return err
 }
 
@@ -220,4 +230,42 @@ func (vm *VM) HandOverWorkload(to *VM) error {
 	to.workload, to.wlStarted, to.throttle = w, vm.wlStarted, vm.throttle
 	vm.workload, vm.wlStarted = nil, false
 	return nil
+}
+
+// HandOverRemote moves the VM's remote GPU sessions (VMSpec.Remote) to
+// another VM — a migration's destination at switch-over, prepared with
+// this VM's IncomingSpec, or back to the source after a failed one — and
+// returns how long they take to answer again: the client's connection
+// from to's host (two round trips of the slowest session's link), during
+// which to's jobs wait to go out and its completions to come in. A VM
+// without one hands over nothing and returns 0. vm must be paused, stopped
+// or incoming and to not running; both must name the same sessions in the
+// same order, and to's host must be at its servers' time (ErrOutOfStep).
+// Nothing changes on error.
+func (vm *VM) HandOverRemote(to *VM) (time.Duration, error) {
+	switch {
+	case to == nil || to == vm:
+		return 0, fmt.Errorf("%w: hand-over to itself or nil", ErrConfig)
+	case len(vm.remotes) == 0 && len(to.remotes) == 0:
+		return 0, nil
+	case vm.state != VMPaused && vm.state != VMStopped && vm.state != VMIncoming:
+		return 0, vm.refuse("hand over remote GPUs")
+	case to.state == VMRunning || to.state == VMDestroyed:
+		return 0, to.refuse("take over remote GPUs")
+	case !slices.Equal(vm.remotes, to.remotes):
+		return 0, fmt.Errorf("%w: VM %q and %q use different remote GPUs", ErrIncompatibleHost, vm.id, to.id)
+	}
+	for _, r := range vm.remotes {
+		switch {
+		case r.Client() != vm:
+			return 0, fmt.Errorf("%w: VM %q does not hold remote session %d of host %q", ErrConfig, vm.id, r.id, r.server.cfg.Name)
+		case to.host.now != r.server.now:
+			return 0, fmt.Errorf("%w: host %q is at %v, the GPU server %q at %v", ErrOutOfStep, to.host.cfg.Name, to.host.now, r.server.cfg.Name, r.server.now)
+		}
+	}
+	var took time.Duration
+	for i, r := range vm.remotes {
+		took = max(took, r.handOver(to, len(to.devices)+i, to.host.now))
+	}
+	return took, nil
 }

@@ -23,6 +23,7 @@ const (
 	seedGPU
 	seedVM
 	seedGeneration
+	seedRemote
 )
 
 // windowSeed is the seed of the framebuffer window of vGPU index of a VM.

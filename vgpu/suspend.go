@@ -63,6 +63,9 @@ func (vm *VM) Suspend(w io.Writer, opts SuspendOptions) error {
 	if vm.passthrough {
 		return &NotMigratableError{VM: vm.id, Reason: "a passthrough GPU has no device state the hypervisor can save"}
 	}
+	if len(vm.remotes) > 0 {
+		return &NotMigratableError{VM: vm.id, Reason: "it uses a remote GPU, whose session stays on its server"}
+	}
 	if vm.state != VMRunning && vm.state != VMPaused {
 		return vm.refuse("suspend")
 	}

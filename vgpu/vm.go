@@ -80,6 +80,11 @@ type VMSpec struct {
 	// Passthrough gives the VM a whole GPU (DirectPath I/O) instead of
 	// vGPUs; Profiles must then be empty. Such a VM cannot be migrated.
 	Passthrough bool
+	// Remote attaches GPU sessions of other hosts (Host.OpenRemote), as
+	// the VM's vGPUs after those of Profiles; a VM may have only these.
+	// Each session takes one VM, and its server's clock must be the
+	// host's. A VM with a remote GPU is not migrated or suspended yet.
+	Remote []*RemoteGPU
 	// Workload, if set, runs while the VM runs.
 	Workload Workload
 }
@@ -100,6 +105,7 @@ type VM struct {
 	ramBytes    int64
 	footprint   int64
 	devices     []*VGPU
+	remotes     []*RemoteGPU // remote GPUs, numbered after devices in Env
 	passthrough bool
 	booted      bool // the RAM footprint has been written (or migrated in)
 

@@ -40,7 +40,10 @@ type plan struct {
 const maxVMIDBytes = 128
 
 // check validates spec and chooses GPUs, changing nothing.
-func (h *Host) check(spec VMSpec) (plan, error) {
+//
+// An incoming VM's remote GPUs are still its source's: they are checked
+// when they are handed over (VM.HandOverRemote), not here.
+func (h *Host) check(spec VMSpec, incoming bool) (plan, error) {
 	pl := plan{spec: spec}
 	ps := int64(h.cfg.RAMPageSize)
 	switch {
@@ -54,10 +57,28 @@ func (h *Host) check(spec VMSpec) (plan, error) {
 		return pl, configError("VM %q: RAM footprint %d outside [0, %d]", spec.ID, spec.RAMFootprintBytes, spec.RAMBytes)
 	case spec.Passthrough && len(spec.Profiles) > 0:
 		return pl, configError("VM %q: a passthrough VM has no vGPU profiles", spec.ID)
-	case !spec.Passthrough && len(spec.Profiles) == 0:
+	case spec.Passthrough && len(spec.Remote) > 0:
+		return pl, configError("VM %q: a passthrough VM has no remote GPU", spec.ID)
+	case !spec.Passthrough && len(spec.Profiles) == 0 && len(spec.Remote) == 0:
 		return pl, configError("VM %q: no vGPU profile", spec.ID)
-	case len(spec.Profiles) > MaxVGPUsPerVM:
-		return pl, fmt.Errorf("%w: VM %q asks for %d vGPUs, the limit is %d", ErrMultiVGPU, spec.ID, len(spec.Profiles), MaxVGPUsPerVM)
+	case len(spec.Profiles)+len(spec.Remote) > MaxVGPUsPerVM:
+		return pl, fmt.Errorf("%w: VM %q asks for %d vGPUs, the limit is %d", ErrMultiVGPU, spec.ID, len(spec.Profiles)+len(spec.Remote), MaxVGPUsPerVM)
+	}
+	for i, r := range spec.Remote {
+		if incoming {
+			if r == nil {
+				return pl, configError("VM %q: a nil remote GPU", spec.ID)
+			}
+			continue
+		}
+		if err := r.checkAttach(h); err != nil {
+			return pl, fmt.Errorf("VM %q: remote GPU %d: %w", spec.ID, i, err)
+		}
+		for _, q := range spec.Remote[:i] {
+			if q == r {
+				return pl, configError("VM %q: remote GPU %d given twice", spec.ID, i)
+			}
+		}
 	}
 	if _, dup := h.VM(spec.ID); dup {
 		return pl, fmt.Errorf("%w: %q on host %q", ErrDuplicateVM, spec.ID, h.cfg.Name)
@@ -68,7 +89,7 @@ func (h *Host) check(spec VMSpec) (plan, error) {
 			return pl, err
 		}
 		pl.profile, pl.gpus = passthroughProfile(g.spec), []*GPU{g}
-	} else {
+	} else if len(spec.Profiles) > 0 {
 		for i, name := range spec.Profiles {
 			p, err := ParseProfile(name)
 			if err != nil {
@@ -102,7 +123,7 @@ func (h *Host) build(spec VMSpec, incoming bool) (*VM, error) {
 		f.Write([]byte(spec.ID))
 		spec.Seed = derive(h.cfg.Seed^f.Sum64(), seedVM)
 	}
-	pl, err := h.check(spec)
+	pl, err := h.check(spec, incoming)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +148,12 @@ func (h *Host) build(spec VMSpec, incoming bool) (*VM, error) {
 		}
 		vm.devices = append(vm.devices, v)
 	}
+	for i, r := range spec.Remote {
+		if !incoming {
+			r.attach(vm, len(vm.devices)+i)
+		}
+		vm.remotes = append(vm.remotes, r)
+	}
 	h.ramUsed += spec.RAMBytes
 	h.vms = append(h.vms, vm)
 	return vm, nil
@@ -134,17 +161,23 @@ func (h *Host) build(spec VMSpec, incoming bool) (*VM, error) {
 
 // attach creates vGPU index of vm on g.
 func (h *Host) attach(vm *VM, g *GPU, p Profile, index int) (*VGPU, error) {
+	return h.attachSeeded(vm, windowSeed(vm.seed, index), g, p, index)
+}
+
+// attachSeeded creates vGPU index of vm (nil for a remote session's) on
+// g, its window's contents keyed by seed.
+func (h *Host) attachSeeded(vm *VM, seed uint64, g *GPU, p Profile, index int) (*VGPU, error) {
 	slot := 0
 	var w *memory.Region
 	var err error
 	if p.Passthrough {
-		w, err = g.fb.Map(0, g.fb.Pages(), windowSeed(vm.seed, index))
+		w, err = g.fb.Map(0, g.fb.Pages(), seed)
 		if err == nil {
 			w.StopDirtyLog() // off but while migrating: see VM
 		}
 	} else {
 		slot = g.freeSlot(p)
-		w, err = g.mapSlot(p, slot, windowSeed(vm.seed, index))
+		w, err = g.mapSlot(p, slot, seed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: mapping a %s window on GPU %d: %w", ErrNoCapacity, p.Name, g.index, err)

@@ -30,14 +30,22 @@ func (e *Env) ok() bool { return e != nil && e.vm != nil }
 
 // device returns vGPU i, or an error wrapping ErrWorkload naming the VM
 // and i.
-func (e *Env) device(op string, i int) (*VGPU, error) {
+//
+// A remote GPU's device is its session's vGPU on the server, and the
+// session comes with it; a local one's session is nil.
+func (e *Env) device(op string, i int) (*VGPU, *RemoteGPU, error) {
 	if !e.ok() {
-		return nil, errNoVM(op)
+		return nil, nil, errNoVM(op)
 	}
-	if i < 0 || i >= len(e.vm.devices) {
-		return nil, fmt.Errorf("%w: VM %q: %s: no vGPU %d (the VM has %d)", ErrWorkload, e.vm.id, op, i, len(e.vm.devices))
+	local := len(e.vm.devices)
+	if i < 0 || i >= local+len(e.vm.remotes) {
+		return nil, nil, fmt.Errorf("%w: VM %q: %s: no vGPU %d (the VM has %d)", ErrWorkload, e.vm.id, op, i, local+len(e.vm.remotes))
 	}
-	return e.vm.devices[i], nil
+	if i >= local {
+		r := e.vm.remotes[i-local]
+		return r.dev, r, nil
+	}
+	return e.vm.devices[i], nil, nil
 }
 
 // Now returns the host's simulated time (0 for an Env without a VM).
@@ -79,13 +87,13 @@ func (e *Env) Devices() int {
 	if !e.ok() {
 		return 0
 	}
-	return len(e.vm.devices)
+	return len(e.vm.devices) + len(e.vm.remotes)
 }
 
 // Framebuffer returns the framebuffer of vGPU i. An i outside
 // [0, Devices()) is an error wrapping ErrWorkload.
 func (e *Env) Framebuffer(i int) (*memory.Region, error) {
-	v, err := e.device("framebuffer", i)
+	v, _, err := e.device("framebuffer", i)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +104,7 @@ func (e *Env) Framebuffer(i int) (*memory.Region, error) {
 // use, from offset 0. An i outside [0, Devices()) is an error wrapping
 // ErrWorkload.
 func (e *Env) UsableFramebufferBytes(i int) (int64, error) {
-	v, err := e.device("usable framebuffer", i)
+	v, _, err := e.device("usable framebuffer", i)
 	if err != nil {
 		return 0, err
 	}
@@ -109,6 +117,9 @@ func (e *Env) GPU() GPUSpec {
 	if !e.ok() {
 		return GPUSpec{}
 	}
+	if len(e.vm.devices) == 0 && len(e.vm.remotes) > 0 {
+		return e.vm.remotes[0].server.cfg.GPU
+	}
 	return e.vm.host.cfg.GPU
 }
 
@@ -117,11 +128,15 @@ func (e *Env) GPU() GPUSpec {
 // scheduler only. An i outside [0, Devices()) is an error wrapping
 // ErrWorkload.
 func (e *Env) FrameRateLimitFPS(i int) (int, error) {
-	v, err := e.device("frame-rate limit", i)
+	v, r, err := e.device("frame-rate limit", i)
 	if err != nil {
 		return 0, err
 	}
-	if e.vm.host.cfg.Sched.Policy != sched.BestEffort || e.vm.passthrough {
+	h := e.vm.host
+	if r != nil {
+		h = r.server // the limiter is the server's vGPU manager's
+	}
+	if h.cfg.Sched.Policy != sched.BestEffort || e.vm.passthrough {
 		return 0, nil
 	}
 	return v.profile.FrameRateLimitFPS, nil
@@ -133,18 +148,30 @@ func (e *Env) FrameRateLimitFPS(i int) (int, error) {
 // an i outside [0, Devices()), a job the scheduler refuses (also
 // sched.ErrInvalidJob, sched.ErrQueueFull), a vGPU not running (also a
 // *TransitionError).
-func (e *Env) Submit(i int, j sched.Job) error {
+func (e *Env) Submit(i int, j sched.Job) error { return e.SubmitIO(i, j, JobIO{}) }
+
+// SubmitIO is Submit for a job that moves io's bytes and makes io's
+// calls, which a remote GPU (VMSpec.Remote) charges on its link and a
+// local vGPU ignores (its PCIe transfers are not modelled). An io out of
+// range is refused as Submit refuses a job, wrapping ErrWorkload and
+// ErrConfig.
+func (e *Env) SubmitIO(i int, j sched.Job, io JobIO) error {
 	if !e.ok() {
 		return errNoVM("submit")
 	}
 	if e.vm.host.phase == phaseRoute {
 		return fmt.Errorf("%w: VM %q: work submitted from a completion handler", ErrWorkload, e.vm.id)
 	}
-	v, err := e.device("submit", i)
+	v, r, err := e.device("submit", i)
 	if err != nil {
 		return err
 	}
-	if err := v.submit(j); err != nil {
+	if r != nil {
+		err = r.submit(e.vm.host.now, j, io)
+	} else if err = io.check(); err == nil {
+		err = v.submit(j)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: VM %q: submit to vGPU %d: %w", ErrWorkload, e.vm.id, i, err)
 	}
 	return nil

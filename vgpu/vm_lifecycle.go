@@ -210,6 +210,11 @@ func (vm *VM) Stop() error {
 			return err
 		}
 	}
+	for _, r := range vm.remotes {
+		if err := r.reset(vm); err != nil {
+			return err
+		}
+	}
 	if vm.workload != nil && vm.wlStarted {
 		vm.workload.Stop(&vm.env)
 	}
@@ -244,6 +249,12 @@ func (vm *VM) destroy() error {
 			return err
 		}
 	}
+	for _, r := range vm.remotes {
+		if err := r.detach(vm); err != nil {
+			return err
+		}
+	}
+	vm.remotes = nil
 	if err := vm.ram.Scrub(); err != nil {
 		return err
 	}

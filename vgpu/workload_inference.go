@@ -116,6 +116,9 @@ func NewInference(cfg InferenceConfig) (*Inference, error) {
 		return nil, err
 	}
 	w := &Inference{service: newService("inference "+cfg.Model.Name, cfg.RequestsPerSec, cfg.Seed, cfg.HistoryLimit), cfg: cfg}
+	// On a remote GPU a request's image goes in, its scores come out, and
+	// its forward pass waits for its calls.
+	w.io = JobIO{InputBytes: cfg.Model.WireInputBytes(), OutputBytes: cfg.Model.OutputBytes, Calls: cfg.Model.RemoteCalls(1)}
 	return w, nil
 }
 

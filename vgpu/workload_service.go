@@ -27,6 +27,7 @@ type service struct {
 	chunk    time.Duration
 	inBytes  int64 // guest RAM written per request
 	outBytes int64 // framebuffer written per completion
+	io       JobIO // what a request moves on a remote GPU
 	reqRing  sweeper
 	out      []sweeper // one per vGPU
 }
@@ -77,7 +78,7 @@ func (s *service) submit(env *Env, arrival time.Duration) error {
 	s.rr = (s.rr + 1) % env.Devices()
 	tag := s.seq
 	s.seq++
-	err := env.Submit(dev, sched.Job{Work: s.work, Chunk: s.chunk, Tag: tag})
+	err := env.SubmitIO(dev, sched.Job{Work: s.work, Chunk: s.chunk, Tag: tag}, s.io)
 	if errors.Is(err, sched.ErrQueueFull) {
 		s.hist.add(record{start: arrival, end: env.Now(), dropped: true})
 		return nil

@@ -49,6 +49,11 @@ package vgpu
 // other state, a training's without a host phase included, is version 1,
 // as it was before the phase existed.
 //
+// Not carried: a Model's ConvLayers and OutputBytes, and what a service
+// derives from them (its JobIO), which only a remote GPU uses, and a VM
+// with a remote GPU is neither suspended nor migrated; a decoded model
+// has them zero (one call a pass, no output bytes).
+//
 // The encoding is canonical: a decoder accepts exactly what AppendState
 // writes, so decoding and encoding again gives back the same bytes.
 

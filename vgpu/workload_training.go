@@ -295,7 +295,7 @@ func (w *Training) topUp(env *Env) error {
 		w.nextIter++
 		for dev := range env.Devices() {
 			tag := it<<8 | uint64(dev)
-			if err := env.Submit(dev, sched.Job{Work: w.work, Chunk: max(w.work/time.Duration(3*w.cfg.Model.Layers), 1), Tag: tag}); err != nil {
+			if err := env.SubmitIO(dev, sched.Job{Work: w.work, Chunk: max(w.work/time.Duration(3*w.cfg.Model.Layers), 1), Tag: tag}, w.io()); err != nil {
 				return err
 			}
 		}
@@ -303,6 +303,14 @@ func (w *Training) topUp(env *Env) error {
 		w.inFlight++
 	}
 	return nil
+}
+
+// io is what an iteration moves and waits for on a remote GPU: the
+// batch's images in, the loss (a float32) out, a forward and a backward
+// pass of calls.
+func (w *Training) io() JobIO {
+	m := w.cfg.Model
+	return JobIO{InputBytes: int64(w.cfg.BatchSize) * m.WireInputBytes(), OutputBytes: 4, Calls: m.RemoteCalls(2)}
 }
 
 // Complete counts a vGPU's part of an iteration; the optimizer step

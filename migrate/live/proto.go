@@ -342,6 +342,9 @@ func exactFields(raw []byte, t reflect.Type) error {
 		if !f.IsExported() {
 			continue
 		}
+		if f.Tag.Get("json") == "-" {
+			continue // never encoded, as encoding/json has it
+		}
 		name := f.Name
 		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" {
 			name = tag

@@ -155,6 +155,11 @@ func (s *sender) run() (*migrate.Report, error) {
 		stateBytes, err = migrate.DeviceStateBytes(s.vm)
 		snapshot = s.cfg.Clock.Now().Sub(t0)
 		spec, meta = s.vm.IncomingSpec(), s.src.Metadata()
+		if err == nil && len(spec.Remote) > 0 {
+			// A session is a pointer into this process: the hello
+			// cannot name it to another.
+			err = fmt.Errorf("%w: VM %q uses a remote GPU, whose session the live mode cannot hand over", migrate.ErrConfig, s.vm.ID())
+		}
 		return err
 	})
 	if inspectErr == nil {

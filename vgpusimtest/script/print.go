@@ -113,7 +113,11 @@ func (w *world) cmdHosts(*args) (string, error) {
 		for _, g := range h.GPUs() {
 			var vgpus []string
 			for _, v := range g.VGPUs() {
-				vgpus = append(vgpus, fmt.Sprintf("%s slot %d (%s)", v.VM().ID(), v.Slot(), v.Profile().Name))
+				owner := "remote session"
+				if v.VM() != nil {
+					owner = v.VM().ID()
+				}
+				vgpus = append(vgpus, fmt.Sprintf("%s slot %d (%s)", owner, v.Slot(), v.Profile().Name))
 			}
 			if vm := g.PassthroughVM(); vm != nil {
 				vgpus = append(vgpus, vm.ID()+" passthrough")
