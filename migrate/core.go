@@ -397,7 +397,11 @@ func (c *Core) noticeAt(now time.Duration, detail string) {
 // second Commit does nothing.
 func (c *Core) Commit() { _ = c.handover.CommitSent() }
 
-// Holder says who may run the VM, as the source knows it.
+// Holder says who may run the VM, as the source knows it. After a
+// post-copy lost its VM (ErrVMLost) it is HeldInDoubt: the destination's
+// copy is gone, and the source's, as of the stun, is neither run nor
+// discarded until whoever manages the hosts decides
+// (vgpu.VM.ResolveMigration).
 func (c *Core) Holder() Holder { return c.handover.Holder() }
 
 // Fail ends the migration at now because of cause, unless it has ended,
@@ -420,6 +424,7 @@ func (c *Core) Fail(now time.Duration, cause error) Action {
 		cause = fmt.Errorf("%w: a failure without a cause", ErrConfig)
 	}
 	if c.phase == PhasePostCopy {
+		c.handover.Stranded()
 		c.err = &PhaseError{VM: c.cfg.VM, Phase: c.phase, Err: wrap(ErrVMLost, cause)}
 		c.finish(now, PhaseFailed, Failed, c.err.Error())
 		return Action{Kind: DoStrand, Err: c.err}

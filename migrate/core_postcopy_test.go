@@ -82,9 +82,15 @@ func TestCorePostCopyFailure(t *testing.T) {
 	for c.Phase() != PhasePostCopy {
 		c.Done(0)
 	}
+	if h := c.Holder(); h != HeldByDestination {
+		t.Fatalf("in post-copy the VM is held by the %v", h)
+	}
 	a := c.Fail(0, ErrDestination)
 	if a.Kind != DoStrand || !errors.Is(a.Err, ErrVMLost) || !errors.Is(a.Err, ErrDestination) || c.Phase() != PhaseFailed {
 		t.Fatalf("fail in post-copy: %+v", a)
+	}
+	if h := c.Holder(); h != HeldInDoubt {
+		t.Errorf("a lost post-copy's VM is held by the %v, want in doubt", h)
 	}
 	c = coreFixture(t, Policy{Mode: PostCopy})
 	c.Done(0)

@@ -118,6 +118,16 @@ func (h *Handover) CommitRead() error {
 	return h.move(DestinationEnd, HeldBySource, HeldByDestination, "read the commit")
 }
 
+// Stranded records, at the source, that a post-copy lost its VM after the
+// destination took it (migrate.ErrVMLost): the destination's copy, which
+// lacks pages, is gone, and the source's, whole as of the stun, may be
+// neither run nor discarded until someone decides: in doubt.
+func (h *Handover) Stranded() {
+	if h.end == SourceEnd && h.holder == HeldByDestination {
+		h.holder = HeldInDoubt
+	}
+}
+
 func (h *Handover) move(e End, from, to Holder, what string) error {
 	if h.end != e || h.holder != from {
 		return fmt.Errorf("%w: the %v cannot %s when the VM is held by the %v", ErrConfig, h.end, what, h.holder)
