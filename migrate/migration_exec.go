@@ -304,7 +304,7 @@ func (m *Migration) giveBack() error {
 		if _, err := m.in.HandOverRemote(m.vm); err != nil {
 			errs = append(errs, err)
 		} else {
-			m.remoteHanded = false
+			m.remoteHanded, m.remoteHandover = false, 0
 		}
 	}
 	return errors.Join(errs...)

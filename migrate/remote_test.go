@@ -232,6 +232,29 @@ func TestRemoteClientProperty(t *testing.T) {
 	})
 }
 
+// TestRemoteClientPostCopy: a remote client migrates in post-copy: its
+// guest memory follows after the resume, and its session is handed over
+// at the commit as in pre-copy.
+func TestRemoteClientPostCopy(t *testing.T) {
+	c := newRemoteClient(t, vgpu.RemoteVMXNET3(), SimConfig{})
+	m, err := c.sim.Start(c.vm, c.b, Config{Link: GbE10(), Fidelity: Model, Policy: Policy{Mode: PostCopy}})
+	must(t, err)
+	rep, err := m.Run()
+	must(t, err)
+	if rep.Outcome != PhaseDone || rep.PostCopy == nil || rep.Remote == nil || rep.Remote.Handover == 0 {
+		t.Fatalf("outcome %v, post-copy %+v, remote %+v", rep.Outcome, rep.PostCopy, rep.Remote)
+	}
+	if c.r.Client() != m.VM() || m.VM().RAM().AbsentPages() != 0 {
+		t.Fatalf("the session's client %v, %d pages absent", c.r.Client(), m.VM().RAM().AbsentPages())
+	}
+	end := c.sim.Now()
+	_, err = c.sim.Advance(time.Second)
+	must(t, err)
+	if n := c.iterations(end, end+time.Second); n < 5 {
+		t.Errorf("%d iterations in the second after", n)
+	}
+}
+
 // TestRemoteSimHorizon: a Sim that drives a GPU server's client host
 // without the server refuses to advance, as the hosts would drift apart.
 func TestRemoteSimHorizon(t *testing.T) {
@@ -252,10 +275,19 @@ func TestRemoteSimHorizon(t *testing.T) {
 
 // TestRemoteHostWorkers: hosts joined by remote GPUs advanced on several
 // goroutines (SimConfig.HostWorkers) give the report one goroutine gives,
-// byte for byte.
+// byte for byte, with a desktop on host b whose jobs move no bytes
+// beside the training. (TestRemoteHostOrder in vgpu makes the ties of
+// arrival and event times such jobs allow.)
 func TestRemoteHostWorkers(t *testing.T) {
 	run := func(workers int) []byte {
 		c := newRemoteClient(t, vgpu.RemoteVMXNET3(), SimConfig{HostWorkers: workers})
+		r2, err := c.server.OpenRemote(vgpu.RemoteConfig{Profile: "P40-12Q", Link: vgpu.RemoteVMXNET3()})
+		must(t, err)
+		d, err := vgpu.NewDesktop(vgpu.DesktopConfig{UpdatesPerSec: 2000, RAMWorkingSetBytes: 64 * vgpu.MiB, SurfaceBytes: 64 * vgpu.MiB})
+		must(t, err)
+		dvm, err := c.b.CreateVM(vgpu.VMSpec{ID: "desktop", RAMBytes: 256 * vgpu.MiB, Remote: []*vgpu.RemoteGPU{r2}, Workload: d})
+		must(t, err)
+		must(t, dvm.Start())
 		s := c.sim
 		m, err := s.Start(c.vm, c.b, Config{Link: GbE10(), Fidelity: Model})
 		must(t, err)
@@ -266,7 +298,7 @@ func TestRemoteHostWorkers(t *testing.T) {
 		rep := m.Report()
 		b, err := json.Marshal(rep)
 		must(t, err)
-		return append(b, fmt.Sprint(c.r.Stats(), c.w.Metrics(0, s.Now()))...)
+		return append(b, fmt.Sprint(c.r.Stats(), c.w.Metrics(0, s.Now()), r2.Stats(), d.Metrics(0, s.Now()))...)
 	}
 	one := run(1)
 	if got := run(3); !bytes.Equal(got, one) {

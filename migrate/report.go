@@ -211,7 +211,7 @@ type RemoteReport struct {
 	Servers  []string `json:"servers"`
 	// Handover is the time from the commit until the sessions answer the
 	// destination (vgpu.VM.HandOverRemote): the VM's GPU work waits that
-	// long after the stun. Zero until they were handed over.
+	// long after the stun. Zero unless the destination kept them.
 	Handover time.Duration `json:"handover_ns"`
 }
 

@@ -350,15 +350,48 @@ func (s *Sim) nextAt() (time.Duration, bool) {
 	return best, ok
 }
 
+// inStep reports whether every host is at the Sim's time. A host behind
+// (a workload failed part-way) catches up alone, and the horizon is not
+// asked then: the hosts' clocks differ.
+func (s *Sim) inStep() bool {
+	for _, h := range s.hosts {
+		if h.Now() != s.now {
+			return false
+		}
+	}
+	return true
+}
+
 // advanceTo moves the hosts and the links on to t.
 func (s *Sim) advanceTo(t time.Duration) error {
-	d := t - s.now
-	if d <= 0 {
-		return nil
+	for s.now < t {
+		// Hosts joined by remote GPUs go no further at a time than a
+		// message between them takes (vgpu.Horizon); the links and the
+		// Sim's clock go with them, so that post-copy faults are served
+		// at the time the hosts are at.
+		to := t
+		if s.inStep() {
+			limit, err := vgpu.Horizon(s.hosts)
+			if err != nil {
+				return wrap(ErrConfig, err)
+			}
+			to = max(min(to, limit), s.now)
+		}
+		if to == s.now {
+			// A zero-length step: the hosts fire what is due now,
+			// which moves the horizon on.
+			if err := s.advanceHosts(); err != nil {
+				return err
+			}
+			continue
+		}
+		s.net.advance(to - s.now)
+		s.now = to
+		if err := s.advanceHosts(); err != nil {
+			return err
+		}
 	}
-	s.net.advance(d)
-	s.now = t
-	return s.advanceHosts()
+	return nil
 }
 
 // advanceHosts advances every host to the Sim's time; a host there
@@ -367,40 +400,10 @@ func (s *Sim) advanceTo(t time.Duration) error {
 // moved, so that one a failing workload stopped part-way catches up at the
 // next advance instead of staying behind for good.
 func (s *Sim) advanceHosts() error {
-	for {
-		// Hosts joined by remote GPUs go no further at a time than a
-		// message between them takes (vgpu.Horizon); a host behind (a
-		// workload failed part-way) catches up alone, as before.
-		to := s.now
-		if s.inStep() {
-			limit, err := vgpu.Horizon(s.hosts)
-			if err != nil {
-				return wrap(ErrConfig, err)
-			}
-			to = min(to, limit)
-		}
-		if err := s.advanceHostsTo(to); err != nil || to == s.now {
-			return err
-		}
-	}
-}
-
-// inStep reports whether every host is at one time, below the Sim's.
-func (s *Sim) inStep() bool {
-	for _, h := range s.hosts {
-		if h.Now() != s.hosts[0].Now() {
-			return false
-		}
-	}
-	return len(s.hosts) > 0 && s.hosts[0].Now() < s.now
-}
-
-// advanceHostsTo advances every host to t, at most the Sim's time.
-func (s *Sim) advanceHostsTo(t time.Duration) error {
 	errs := make([]error, len(s.hosts)) // by host, so that their order is the hosts'
 	advance := func(i int) {
 		h := s.hosts[i]
-		if err := s.clocks[i].Advance(max(t-h.Now(), 0)); err != nil {
+		if err := s.clocks[i].Advance(s.now - h.Now()); err != nil {
 			errs[i] = fmt.Errorf("host %s: %w", h.Name(), err)
 		}
 	}

@@ -81,9 +81,10 @@
 // event inside: at each workload event it first advances the schedulers
 // (routing each completed job to its workload by tag) and the workloads'
 // continuous memory writes, then fires the event, so submitted work starts
-// at its exact time. Event times depend only on the workloads' state, and
-// writes to a page agree on its content class, so many small Advance calls
-// give the same memory, device states and metrics as one large call.
+// at its exact time. Event times depend only on the workloads' state (and
+// the remote GPU sessions', below), and writes to a page agree on its
+// content class, so many small Advance calls give the same memory, device
+// states and metrics as one large call.
 //
 // A driver of many hosts keeps their clocks in step by holding them:
 // Host.TakeClock hands it a Clock, and until Clock.Release the host's own

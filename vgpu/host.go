@@ -208,11 +208,13 @@ func (h *Host) Now() time.Duration { return h.now }
 // running workloads is due (a request arriving, a frame, a poll) or a
 // stalled VM's stall ends (VM.Stall), and false if none is pending. An
 // event a paused VM's workload held back is due now, once the VM runs
-// again; one a stalled VM's held back, at the stall's end. Advance stops
-// at each such event on its way, and an Advance split anywhere gives the
-// same result as one, so a discrete-event driver advances the host from
-// one event to the next (Advance(t - Now())) and misses nothing between
-// them.
+// again; one a stalled VM's held back, at the stall's end. A host joined
+// to others by remote GPUs also counts their jobs' and completions'
+// arrivals and their parts' ends (RemoteGPU). Advance stops at each such
+// event on its way, and an Advance split anywhere gives the same result
+// as one, so a discrete-event driver advances the host from one event to
+// the next (Advance(t - Now()), or AdvanceHosts for joined hosts) and
+// misses nothing between them.
 func (h *Host) NextEventAt() (time.Duration, bool) {
 	t := NoEvent
 	for _, vm := range h.vms {
@@ -290,7 +292,8 @@ func (h *Host) nextGeneration(parent uint64) uint64 {
 // and every running VM's workload, by exactly d. A host whose clock a
 // driver holds (TakeClock) refuses it with an error wrapping ErrDriven:
 // only the driver moves it on, so its clock and the driver's never drift
-// apart.
+// apart. A host joined to another by a remote GPU session refuses it with
+// an error wrapping ErrOutOfStep: AdvanceHosts moves the two together.
 //
 // Inside, it goes from event to event: it takes the earliest next event of
 // any running workload (a request arriving, a frame due, a poll) or stall

@@ -201,15 +201,15 @@ type RemoteStats struct {
 	InputBytes, OutputBytes int64
 	// Calls is the round trips the jobs' calls waited for.
 	Calls int64
-	// Handovers counts the session's moves to a migrated VM.
+	// Handovers counts the session's moves to another VM: a migration's
+	// hand-over, and its hand-back after a failure.
 	Handovers int64
 }
 
 // OpenRemote opens a GPU session on one of the host's GPUs, placed as a
 // VM's vGPU is, for a VM of another host to attach (VMSpec.Remote). It
 // fails as CreateVM does for the profile: a *PlacementError,
-// ErrUnknownProfile, ErrConfig; a passthrough or multi-vGPU-only
-// profile is refused.
+// ErrUnknownProfile, ErrConfig (a passthrough profile, a bad link).
 func (h *Host) OpenRemote(cfg RemoteConfig) (*RemoteGPU, error) {
 	if err := cfg.Link.check(); err != nil {
 		return nil, err

@@ -86,6 +86,11 @@ func (r *RemoteGPU) submit(now time.Duration, j sched.Job, io JobIO) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.inbound) >= r.dev.gpu.sched.Config().MaxQueue {
+		// The server's queue for the session is full, as a local
+		// vGPU's would be.
+		return fmt.Errorf("%w: remote session %d has %d jobs", sched.ErrQueueFull, r.id, len(r.inbound))
+	}
 	sent := max(now, r.upAt)
 	if n := len(r.inbound); n > 0 {
 		// The link carries one transfer at a time, in order.
@@ -175,7 +180,9 @@ func (r *RemoteGPU) partDone(c sched.Completion) {
 	}
 	j := r.inbound[0]
 	if r.partsOn < parts(j) {
-		r.partDue = c.Finished + r.link.RTT
+		// The answer reaches the client, which makes the next call,
+		// neither crossing before a hand-over is done.
+		r.partDue = max(c.Finished+r.link.latency(), r.upAt) + r.link.RTT - r.link.latency()
 		r.stats.Calls++
 		return
 	}
@@ -266,6 +273,9 @@ func (r *RemoteGPU) handOver(to *VM, index int, now time.Duration) time.Duration
 	defer r.mu.Unlock()
 	took := remoteHandoverRTTs * r.link.RTT
 	r.client, r.index, r.upAt = to, index, now+took
+	if r.partDue != NoEvent {
+		r.partDue = max(r.partDue, r.upAt+r.link.latency())
+	}
 	for i := range r.outbound {
 		d := &r.outbound[i]
 		d.arrives = max(d.arrives, r.upAt)

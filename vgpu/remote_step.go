@@ -18,7 +18,9 @@ func (h *Host) sessions() []*RemoteGPU {
 	}
 	for _, vm := range h.vms {
 		for _, r := range vm.remotes {
-			if r.server != h {
+			// A migration's destination lists its source's sessions
+			// before it holds them.
+			if r.server != h && r.Client() == vm {
 				out = append(out, r)
 			}
 		}
@@ -28,10 +30,13 @@ func (h *Host) sessions() []*RemoteGPU {
 
 // Horizon returns how far the hosts, all at one time, can be advanced
 // together without a job or a completion crossing between two of them at a
-// time either end has passed: for each remote session joining two of the
+// time either end has reached: for each remote session joining two of the
 // hosts, the earliest its client's host could submit (its next event) and
 // the earliest its first job could come back, each plus the link's
-// one-way latency. It is NoEvent when no session joins two hosts. A
+// one-way latency, less a nanosecond, so that whatever crosses arrives
+// after the step, whichever host moves first. It is NoEvent when no
+// session joins two hosts, and the hosts' time at the least (a step of
+// nothing, after which what is due has fired and the horizon moved on). A
 // session with one end outside hosts, or hosts whose clocks differ, are
 // an error wrapping ErrOutOfStep.
 //
@@ -56,9 +61,9 @@ func Horizon(hosts []*Host) (time.Duration, error) {
 				return 0, outOfStep(c.host, host)
 			}
 			if t, ok := c.host.NextEventAt(); ok {
-				h = min(h, t+r.link.latency())
+				h = min(h, t+r.link.latency()-1)
 			}
-			h = min(h, r.earliestToClient())
+			h = min(h, r.earliestToClient()-1)
 		}
 		for _, vm := range host.vms {
 			for _, r := range vm.remotes {
@@ -108,7 +113,7 @@ func AdvanceHosts(d time.Duration, hosts ...*Host) error {
 		if err != nil {
 			return err
 		}
-		t := min(end, limit)
+		t := max(min(end, limit), start)
 		for _, h := range hosts {
 			if err := h.advance(t - h.now); err != nil {
 				return err
@@ -123,10 +128,11 @@ func AdvanceHosts(d time.Duration, hosts ...*Host) error {
 // checkAlone refuses to move h on alone when it shares a remote session
 // with another host.
 func (h *Host) checkAlone() error {
-	if s := h.sessions(); len(s) > 0 {
-		r := s[0]
-		return fmt.Errorf("%w: host %q shares a remote GPU of host %q with host %q: move them together (AdvanceHosts)",
-			ErrOutOfStep, h.cfg.Name, r.server.cfg.Name, r.Client().host.cfg.Name)
+	for _, r := range h.sessions() {
+		if c := r.Client(); c != nil {
+			return fmt.Errorf("%w: host %q shares a remote GPU of host %q with host %q: move them together (AdvanceHosts)",
+				ErrOutOfStep, h.cfg.Name, r.server.cfg.Name, c.host.cfg.Name)
+		}
 	}
 	return nil
 }
@@ -143,7 +149,11 @@ func Joined(hosts ...*Host) []*Host {
 	}
 	for i := 0; i < len(out); i++ {
 		for _, r := range out[i].sessions() {
-			for _, peer := range []*Host{r.server, r.Client().host} {
+			c := r.Client()
+			if c == nil {
+				continue
+			}
+			for _, peer := range []*Host{r.server, c.host} {
 				if !containsHost(out, peer) {
 					out = append(out, peer)
 				}

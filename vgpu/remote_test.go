@@ -14,9 +14,10 @@ import (
 // scripted is a workload that submits set jobs at set times to its device
 // 0 and records when each completes.
 type scripted struct {
-	jobs []scriptedJob
-	next int
-	done []scriptedDone
+	jobs  []scriptedJob
+	next  int
+	done  []scriptedDone
+	fires []int // completions seen at each Fire
 }
 
 type scriptedJob struct {
@@ -51,6 +52,7 @@ func (w *scripted) NextEvent() time.Duration {
 }
 
 func (w *scripted) Fire(env *Env) error {
+	w.fires = append(w.fires, len(w.done))
 	for w.next < len(w.jobs) && w.jobs[w.next].at <= env.Now() {
 		j := w.jobs[w.next]
 		w.next++
@@ -198,6 +200,65 @@ func TestRemoteSplitInvariance(t *testing.T) {
 		if got := run(step); !slices.Equal(got, whole) {
 			t.Errorf("steps of %v: completions differ from one advance", step)
 		}
+	}
+}
+
+// TestRemoteHostOrder: a completion that reaches the client at the very
+// time its workload has an event is seen at that event whichever host
+// moves first — jobs without bytes make such ties — and so on several
+// goroutines too.
+func TestRemoteHostOrder(t *testing.T) {
+	link := RemoteVMXNET3()
+	run := func(serverFirst bool, step time.Duration) ([]scriptedDone, []int) {
+		w := &scripted{}
+		for i := range 20 {
+			at := time.Duration(i) * 3 * time.Millisecond
+			w.jobs = append(w.jobs, scriptedJob{at: at, job: sched.Job{Work: 2 * time.Millisecond, Tag: uint64(i)}})
+			// An event exactly when the job's completion arrives.
+			w.jobs = append(w.jobs, scriptedJob{at: at + 2*time.Millisecond + link.RTT, job: sched.Job{Work: 1, Tag: 1000 + uint64(i)}})
+		}
+		p := newRemotePair(t, link, w)
+		hosts := []*Host{p.server, p.client}
+		if !serverFirst {
+			hosts = []*Host{p.client, p.server}
+		}
+		for p.server.Now() < 100*time.Millisecond {
+			if err := AdvanceHosts(step, hosts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w.done, w.fires
+	}
+	done, fires := run(true, 100*time.Millisecond)
+	if len(done) != 40 {
+		t.Fatalf("%d of 40 jobs back", len(done))
+	}
+	for _, step := range []time.Duration{100 * time.Millisecond, 777 * time.Microsecond} {
+		d, f := run(false, step)
+		if !slices.Equal(d, done) || !slices.Equal(f, fires) {
+			t.Errorf("client first, steps of %v: fires saw %v completions, server first %v", step, f, fires)
+		}
+	}
+	// The event at the arrival sees the completion that arrives then.
+	if fires[1] != 1 {
+		t.Errorf("the event at the first completion's arrival saw %d completions", fires[1])
+	}
+}
+
+// TestRemoteQueueFull: a session holds as many jobs as the server's
+// scheduler queues for a tenant, and refuses the next as a full queue.
+func TestRemoteQueueFull(t *testing.T) {
+	w := &scripted{}
+	for i := range sched.DefaultMaxQueue + 1 {
+		w.jobs = append(w.jobs, scriptedJob{job: sched.Job{Work: time.Millisecond, Tag: uint64(i)}})
+	}
+	p := newRemotePair(t, RemoteRoCE(), w)
+	err := AdvanceHosts(time.Millisecond, p.server, p.client)
+	if !errors.Is(err, sched.ErrQueueFull) || !errors.Is(err, ErrWorkload) {
+		t.Fatalf("job %d of a full session: %v", sched.DefaultMaxQueue+1, err)
+	}
+	if st := p.r.Stats(); st.Jobs != sched.DefaultMaxQueue {
+		t.Errorf("the session took %d jobs", st.Jobs)
 	}
 }
 
@@ -377,10 +438,6 @@ func TestRemoteRules(t *testing.T) {
 		if err := p.r.Close(); !errors.Is(err, ErrGPUBusy) {
 			t.Errorf("closing a session in use: %v", err)
 		}
-		late, err := NewHost(HostConfig{Name: "late", Start: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
 		r2, err := p.server.OpenRemote(RemoteConfig{Profile: "P40-24Q", Link: RemoteRoCE()})
 		if err == nil {
 			t.Fatalf("a second 24Q session on a full P40: %v", r2)
@@ -389,7 +446,6 @@ func TestRemoteRules(t *testing.T) {
 		if !errors.As(err, &pe) {
 			t.Errorf("a full GPU: %v, want a *PlacementError", err)
 		}
-		_ = late
 	})
 	t.Run("clocks", func(t *testing.T) {
 		server, _ := NewHost(HostConfig{Name: "server"})
@@ -464,6 +520,66 @@ func TestRemoteRules(t *testing.T) {
 		// waited for the hand-over at 1 ms + 100 µs.
 		if len(w.done) != 1 || w.done[0].at >= 6*time.Millisecond || w.done[0].at < 5*time.Millisecond {
 			t.Errorf("the job came back %+v", w.done)
+		}
+	})
+	t.Run("hand-over holds calls", func(t *testing.T) {
+		// Parts of 100 µs, a 50 µs round trip apart: the 7th runs from
+		// 0.925 to 1.025 ms, and the session is handed over at 1 ms,
+		// answering again at 1.1 ms; the part's answer waits for that,
+		// and the next part starts at 1.125 ms instead of 1.075: the job
+		// comes back 50 µs later.
+		link := RemoteVMXNET3()
+		jobs := []scriptedJob{{at: 0, job: sched.Job{Work: 5 * time.Millisecond, Tag: 4}, io: JobIO{Calls: 50}}}
+		w := &scripted{jobs: slices.Clone(jobs)}
+		p := newRemotePair(t, link, w)
+		other, err := NewHost(HostConfig{Name: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := other.PrepareIncoming(p.vm.IncomingSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := AdvanceHosts(time.Millisecond, p.server, p.client, other); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.vm.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.vm.HandOverRemote(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.vm.HandOverWorkload(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Commit(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := AdvanceHosts(20*time.Millisecond, p.server, p.client, other); err != nil {
+			t.Fatal(err)
+		}
+		want := referenceDone(link, jobs)[0] + 50*time.Microsecond
+		if len(w.done) != 1 || w.done[0].at != want {
+			t.Errorf("the job came back %+v, want at %v", w.done, want)
+		}
+	})
+	t.Run("destroyed source", func(t *testing.T) {
+		p := newRemotePair(t, RemoteRoCE(), &scripted{})
+		other, err := NewHost(HostConfig{Name: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.PrepareIncoming(p.vm.IncomingSpec()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.vm.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if got := Joined(other); len(got) != 1 {
+			t.Errorf("a destination whose source is gone is joined to %d hosts", len(got))
+		}
+		if err := other.Advance(time.Millisecond); err != nil {
+			t.Errorf("a destination holding no session: %v", err)
 		}
 	})
 	t.Run("bad io", func(t *testing.T) {

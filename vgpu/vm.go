@@ -83,7 +83,9 @@ type VMSpec struct {
 	// Remote attaches GPU sessions of other hosts (Host.OpenRemote), as
 	// the VM's vGPUs after those of Profiles; a VM may have only these.
 	// Each session takes one VM, and its server's clock must be the
-	// host's. A VM with a remote GPU is not migrated or suspended yet.
+	// host's. Such a VM migrates in the simulated mode (its sessions are
+	// handed over, VM.HandOverRemote); it is not suspended, and the live
+	// mode refuses it.
 	Remote []*RemoteGPU
 	// Workload, if set, runs while the VM runs.
 	Workload Workload

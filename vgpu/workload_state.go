@@ -50,9 +50,11 @@ package vgpu
 // as it was before the phase existed.
 //
 // Not carried: a Model's ConvLayers and OutputBytes, and what a service
-// derives from them (its JobIO), which only a remote GPU uses, and a VM
-// with a remote GPU is neither suspended nor migrated; a decoded model
-// has them zero (one call a pass, no output bytes).
+// derives from them (its JobIO), which only a remote GPU uses; a VM with
+// a remote GPU is never suspended, its live migration is refused, and
+// its simulated migration hands its workload over in memory, never
+// encoded. A decoded model has them zero (RemoteCalls then counts one
+// layer, and no output bytes).
 //
 // The encoding is canonical: a decoder accepts exactly what AppendState
 // writes, so decoding and encoding again gives back the same bytes.
