@@ -44,22 +44,27 @@ func Links() *rapid.Generator[migrate.Link] {
 	return rapid.SampledFrom(ls)
 }
 
-// Policies draws a migration policy: the mode, the stun target (from 10
-// ms to 2 s, or the default), the rounds (1 to 8, or the default) and
-// what to do when pre-copy does not converge (throttle or switch over
-// anyway). It shrinks to PreCopy, the default target and rounds, and
-// Throttle.
+// Policies draws a migration policy: the mode (PreCopy, Legacy or
+// PostCopy), the stun target (from 10 ms to 2 s, or the default), the
+// rounds (1 to 8, or the default) and what to do when pre-copy does not
+// converge (throttle, switch over anyway or, in PreCopy, switch to
+// post-copy: the hybrid). It shrinks to PreCopy, the default target and
+// rounds, and Throttle.
 func Policies() *rapid.Generator[migrate.Policy] {
 	return rapid.Custom(func(t *rapid.T) migrate.Policy {
 		var p migrate.Policy
-		p.Mode = rapid.SampledFrom([]migrate.Mode{migrate.PreCopy, migrate.Legacy}).Draw(t, "mode")
+		p.Mode = rapid.SampledFrom([]migrate.Mode{migrate.PreCopy, migrate.Legacy, migrate.PostCopy}).Draw(t, "mode")
 		if rapid.Bool().Draw(t, "customTarget") {
 			p.StunTarget = time.Duration(rapid.Int64Range(10, 2000).Draw(t, "stunTargetMS")) * time.Millisecond
 		}
 		if rapid.Bool().Draw(t, "customRounds") {
 			p.MaxRounds = rapid.IntRange(1, 8).Draw(t, "maxRounds")
 		}
-		p.OnNonConvergence = rapid.SampledFrom([]migrate.NonConvergence{migrate.Throttle, migrate.SwitchAnyway}).Draw(t, "onNonConvergence")
+		choices := []migrate.NonConvergence{migrate.Throttle, migrate.SwitchAnyway}
+		if p.Mode == migrate.PreCopy {
+			choices = append(choices, migrate.SwitchToPostCopy)
+		}
+		p.OnNonConvergence = rapid.SampledFrom(choices).Draw(t, "onNonConvergence")
 		return p
 	})
 }

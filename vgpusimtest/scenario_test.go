@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpu"
 	"github.com/vgpusim/vgpusim/vgpusimtest"
 	"pgregory.net/rapid"
 )
@@ -183,5 +185,58 @@ func TestSpecValidate(t *testing.T) {
 	}
 	if err := w.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWorldPostCopy: the World holds a post-copy to its rules. A lost link
+// leaves the VM paused at the destination with pages absent, which Check
+// skips and Finish recovers; a destination gone loses the VM, which Check
+// finds as the rule says (no copy there, the source's paused and held),
+// gives back to its owner paused and forgets.
+func TestWorldPostCopy(t *testing.T) {
+	for _, fault := range []migrate.Fault{migrate.FaultLinkDown, migrate.FaultDestinationGone} {
+		t.Run(fault.String(), func(t *testing.T) {
+			w, err := vgpusimtest.NewWorld(&vgpusimtest.Spec{
+				Hosts: []vgpusimtest.HostSpec{{}, {}},
+				VMs:   []vgpusimtest.VMSpec{{Profile: "P40-1Q", OraclePagesPerSec: 400, Seed: 7}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := migrate.Config{Policy: migrate.Policy{Mode: migrate.PostCopy}, Fidelity: migrate.Bytes, Link: migrate.GbE1()}
+			if err := w.Do(vgpusimtest.Step{Kind: vgpusimtest.StepMigrate, To: 1, Config: cfg}); err != nil || len(w.Migrations) != 1 {
+				t.Fatalf("migrate: %v, refusals %v", err, w.Refusals)
+			}
+			m := w.Migrations[0]
+			for m.Phase() != migrate.PhasePostCopy {
+				if _, ok, err := m.Step(); err != nil || !ok {
+					t.Fatalf("ended in %v before post-copy: %v", m.Phase(), err)
+				}
+			}
+			if _, err := w.Sim.Advance(2 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Inject(fault); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Check(); err != nil {
+				t.Fatalf("after %v: %v", fault, err)
+			}
+			if err := w.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Check(); err != nil {
+				t.Fatalf("finished: %v", err)
+			}
+			vm, ok := w.VM(0)
+			switch {
+			case !ok:
+				t.Fatal("the VM is gone")
+			case fault == migrate.FaultLinkDown && (m.Err() != nil || vm.Host() != w.Hosts[1] || vm.State() != vgpu.VMRunning):
+				t.Errorf("recovered: %v, the VM %v on %s", m.Err(), vm.State(), vm.Host().Name())
+			case fault == migrate.FaultDestinationGone && (!errors.Is(m.Err(), migrate.ErrVMLost) || vm.Host() != w.Hosts[0] || vm.State() != vgpu.VMPaused || vm.Migrating()):
+				t.Errorf("lost: %v, the VM %v on %s, held %t", m.Err(), vm.State(), vm.Host().Name(), vm.Migrating())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package vgpusimtest
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -216,20 +217,38 @@ func (w *World) events(evs []migrate.Event) error {
 	return nil
 }
 
-// Finish runs the Sim until no migration is under way.
+// Finish runs the Sim until no migration is under way, recovering each
+// post-copy that waits for its lost link (migrate.Migration.Recover): the
+// link is taken to have come back.
 func (w *World) Finish() error {
-	evs, err := w.Sim.Run()
-	if err != nil {
-		return err
+	for {
+		evs, err := w.Sim.Run()
+		if err != nil {
+			return err
+		}
+		if err := w.events(evs); err != nil {
+			return err
+		}
+		recovered := false
+		for _, m := range w.Migrations {
+			if !m.Done() && m.Recover() == nil {
+				recovered = true
+			}
+		}
+		if !recovered {
+			return nil
+		}
 	}
-	return w.events(evs)
 }
 
 // Check holds the world to every invariant: one owner per VM, nothing
 // lost (the Oracle against the live copies), nothing readable after a
 // scrub, the schedulers' conservation of time, and, once for each
 // migration that ended, a consistent report and — if it failed — the VM
-// on its source, running or paused as the steps left it.
+// on its source, running or paused as the steps left it; or, for a
+// post-copy that lost it (migrate.ErrVMLost), the rule of that loss, after
+// which the VM is given back to its owner paused and the Oracle forgets
+// it (see lost).
 func (w *World) Check() error {
 	if err := CheckOneOwner(w.Hosts, w.IDs...); err != nil {
 		return err
@@ -256,6 +275,13 @@ func (w *World) Check() error {
 			continue
 		}
 		src := w.Hosts[hostIndex(w.Hosts, rep.Source)]
+		if errors.Is(m.Err(), migrate.ErrVMLost) {
+			if err := w.lost(m, src); err != nil {
+				return err
+			}
+			w.settled[m] = true
+			continue
+		}
 		vm, ok := src.VM(rep.VM)
 		if !ok || vm.State() != w.runAs[rep.VM] {
 			state := "no copy"
@@ -266,6 +292,32 @@ func (w *World) Check() error {
 		}
 		w.settled[m] = true
 	}
+	return nil
+}
+
+// lost checks the rule of a post-copy that lost its VM (migrate.ErrVMLost):
+// the destination holds no copy and the source its copy as of the stun,
+// paused and held; it then gives that copy back to its owner, paused
+// (vgpu.VM.ResolveMigration), and the oracle forgets the VM, whose writes
+// made at the destination are gone with it.
+func (w *World) lost(m *migrate.Migration, src *vgpu.Host) error {
+	rep := m.Report()
+	dst := w.Hosts[hostIndex(w.Hosts, rep.Destination)]
+	if in, ok := dst.VM(rep.VM); ok {
+		return broken("lost VM", "post-copy of %s lost the VM (%v) and its destination still holds a copy, %v", rep.VM, m.Err(), in.State())
+	}
+	vm, ok := src.VM(rep.VM)
+	if !ok {
+		return broken("lost VM", "post-copy of %s lost the VM (%v) and its source holds no copy", rep.VM, m.Err())
+	}
+	if vm.State() != vgpu.VMPaused || !vm.Migrating() {
+		return broken("lost VM", "post-copy of %s lost the VM (%v) and its source's copy is %v, held %t, not paused and held", rep.VM, m.Err(), vm.State(), vm.Migrating())
+	}
+	if err := vm.ResolveMigration(false); err != nil {
+		return err
+	}
+	w.Oracle.Forget(rep.VM)
+	w.runAs[rep.VM] = vgpu.VMPaused
 	return nil
 }
 
