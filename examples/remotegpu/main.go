@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	p := defaultParams()
 	fs := flag.NewFlagSet("remotegpu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var csvOut csvFlag
+	var csvOut tabular.CSVFlag
 	fs.Var(&csvOut, "csv", "print the overhead table as CSV instead of aligned columns;\n-csv=FILE (or -csv FILE) prints the tables as usual and also writes the overhead table as CSV to FILE")
 	jsonPath := fs.String("json", "", "also write both tables as one JSON object to `FILE`")
 	svgPath := fs.String("svg", "", "draw the figure (normalized performance per link, model and batch; the shared GPU's utilization)\nas SVG to `FILE`, with the go command and examples/plot")
@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"VMware vSphere Bitfusion, against a local P40-24Q, and several clients sharing one remote P40.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, &csvOut, args); err != nil {
+	if err := tabular.ParseFlags(fs, &csvOut, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -104,8 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // output prints the overhead table as CSV if -csv stood alone; else both
 // tables aligned, each with its note, and, with -csv FILE, the overhead
 // table also as CSV to FILE.
-func output(stdout io.Writer, p params, res result, csvOut csvFlag) error {
-	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
+func output(stdout io.Writer, p params, res result, csvOut tabular.CSVFlag) error {
+	if csvOut.ToStdout() {
 		return writeCSV(stdout, res)
 	}
 	fmt.Fprintf(stdout, "Training on a remote Tesla P40 (a %s session of a GPU server, the VM on another host)\n"+
@@ -137,8 +137,8 @@ func output(stdout io.Writer, p params, res result, csvOut csvFlag) error {
 			return err
 		}
 	}
-	if csvOut.set {
-		return tabular.WriteFile(csvOut.path, func(w io.Writer) error { return writeCSV(w, res) })
+	if csvOut.Given() {
+		return tabular.WriteFile(csvOut.Path(), func(w io.Writer) error { return writeCSV(w, res) })
 	}
 	return nil
 }
@@ -171,49 +171,4 @@ func (l intList) Set(s string) error {
 	}
 	*l.v = out
 	return nil
-}
-
-// csvFlag is -csv: a flag that may stand alone (CSV on standard output) or
-// carry a file name. It is a boolean flag to the flag package, so that -csv
-// alone parses; -csv=FILE sets the file, and parseFlags takes the FILE of
-// "-csv FILE".
-type csvFlag struct {
-	set  bool
-	path string // "" or "-" for standard output
-}
-
-func (c *csvFlag) String() string { return c.path }
-
-func (c *csvFlag) Set(v string) error {
-	switch v {
-	case "true": // -csv alone
-		c.set, c.path = true, ""
-	case "false":
-		c.set, c.path = false, ""
-	default:
-		c.set, c.path = true, v
-	}
-	return nil
-}
-
-func (c *csvFlag) IsBoolFlag() bool { return true }
-
-// parseFlags parses args and, where -csv stood alone and the next argument
-// is not a flag, takes that argument as its file and parses on after it.
-func parseFlags(fs *flag.FlagSet, csvOut *csvFlag, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if rest := fs.Args(); csvOut.set && csvOut.path == "" && len(rest) > 0 &&
-		(rest[0] == "-" || !strings.HasPrefix(rest[0], "-")) && csvFlagLast(args, len(args)-len(rest)) {
-		csvOut.path = rest[0]
-		return fs.Parse(rest[1:])
-	}
-	return nil
-}
-
-// csvFlagLast reports whether the argument just before args[i] is -csv (or
-// --csv) with no value.
-func csvFlagLast(args []string, i int) bool {
-	return i > 0 && (args[i-1] == "-csv" || args[i-1] == "--csv")
 }

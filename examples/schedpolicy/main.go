@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/vgpusim/vgpusim/examples/tabular"
@@ -51,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	p := defaultParams()
 	fs := flag.NewFlagSet("schedpolicy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var csvOut csvFlag
+	var csvOut tabular.CSVFlag
 	fs.Var(&csvOut, "csv", "print the table as CSV instead of aligned columns;\n-csv=FILE (or -csv FILE) prints it as usual and also writes it as CSV to FILE")
 	jsonPath := fs.String("json", "", "also write the table as JSON to `FILE`")
 	svgPath := fs.String("svg", "", "draw the figure (utilization and training time per policy and profile) as SVG to `FILE`, with the go command and examples/plot")
@@ -65,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"and fixed share vGPU schedulers, and prints GPU utilization and training time per VM.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, &csvOut, args); err != nil {
+	if err := tabular.ParseFlags(fs, &csvOut, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -100,8 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // output prints the table, as CSV if -csv stood alone, else aligned with
 // the summary under it and, with -csv FILE, also as CSV to FILE.
-func output(stdout io.Writer, p params, rows []row, csvOut csvFlag) error {
-	if csvOut.set && (csvOut.path == "" || csvOut.path == "-") {
+func output(stdout io.Writer, p params, rows []row, csvOut tabular.CSVFlag) error {
+	if csvOut.ToStdout() {
 		return writeCSV(stdout, rows)
 	}
 	w, err := p.training(0, false)
@@ -117,53 +116,8 @@ func output(stdout io.Writer, p params, rows []row, csvOut csvFlag) error {
 	if err := writeSummary(stdout, p.profiles, summarize(rows)); err != nil {
 		return err
 	}
-	if csvOut.set {
-		return tabular.WriteFile(csvOut.path, func(w io.Writer) error { return writeCSV(w, rows) })
+	if csvOut.Given() {
+		return tabular.WriteFile(csvOut.Path(), func(w io.Writer) error { return writeCSV(w, rows) })
 	}
 	return nil
-}
-
-// csvFlag is -csv: a flag that may stand alone (CSV on standard output) or
-// carry a file name. It is a boolean flag to the flag package, so that -csv
-// alone parses; -csv=FILE sets the file, and parseFlags takes the FILE of
-// "-csv FILE".
-type csvFlag struct {
-	set  bool
-	path string // "" or "-" for standard output
-}
-
-func (c *csvFlag) String() string { return c.path }
-
-func (c *csvFlag) Set(v string) error {
-	switch v {
-	case "true": // -csv alone
-		c.set, c.path = true, ""
-	case "false":
-		c.set, c.path = false, ""
-	default:
-		c.set, c.path = true, v
-	}
-	return nil
-}
-
-func (c *csvFlag) IsBoolFlag() bool { return true }
-
-// parseFlags parses args and, where -csv stood alone and the next argument
-// is not a flag, takes that argument as its file and parses on after it.
-func parseFlags(fs *flag.FlagSet, csvOut *csvFlag, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if rest := fs.Args(); csvOut.set && csvOut.path == "" && len(rest) > 0 &&
-		(rest[0] == "-" || !strings.HasPrefix(rest[0], "-")) && csvFlagLast(args, len(args)-len(rest)) {
-		csvOut.path = rest[0]
-		return fs.Parse(rest[1:])
-	}
-	return nil
-}
-
-// csvFlagLast reports whether the argument just before args[i] is -csv (or
-// --csv) with no value.
-func csvFlagLast(args []string, i int) bool {
-	return i > 0 && (args[i-1] == "-csv" || args[i-1] == "--csv")
 }

@@ -1,6 +1,7 @@
 // Package tabular writes one table of text cells three ways: as aligned
 // text for the terminal, as CSV and as JSON. It is the table machinery
-// the examples vmotion, concurrent, schedpolicy, mlaas and maintenance share.
+// the examples vmotion, concurrent, schedpolicy, mlaas, maintenance and
+// remotegpu share, and their -csv flag ([CSVFlag], [ParseFlags]).
 //
 // A [Table] is [Column]s and rows of cells, one string a cell, formatted
 // once by the caller: every output is built from the same cells, so the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -305,5 +306,34 @@ func TestWriteShardCSV(t *testing.T) {
 	}
 	if gotCSV.String() != wantCSV.String() || gotJSON.String() != wantJSON.String() {
 		t.Errorf("shards wrote\n%s%s\nwant\n%s%s", gotCSV.String(), gotJSON.String(), wantCSV.String(), wantJSON.String())
+	}
+}
+
+// TestParseFlags: -csv alone, with =FILE, with FILE after it, and absent.
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args          []string
+		given, stdout bool
+		path          string
+		rest          []string
+	}{
+		{nil, false, false, "", nil},
+		{[]string{"-csv"}, true, true, "", nil},
+		{[]string{"-csv", "-"}, true, true, "-", nil},
+		{[]string{"-csv=out.csv"}, true, false, "out.csv", nil},
+		{[]string{"-csv", "out.csv", "-n", "3"}, true, false, "out.csv", nil},
+		{[]string{"-n", "3", "-csv"}, true, true, "", nil},
+		{[]string{"-csv", "-n", "3", "extra"}, true, true, "", []string{"extra"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var c CSVFlag
+		fs.Var(&c, "csv", "")
+		fs.Int("n", 0, "")
+		if err := ParseFlags(fs, &c, tc.args); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if c.Given() != tc.given || c.ToStdout() != tc.stdout || c.Path() != tc.path || !slices.Equal(fs.Args(), tc.rest) {
+			t.Errorf("%q: given %t, stdout %t, path %q, rest %q", tc.args, c.Given(), c.ToStdout(), c.Path(), fs.Args())
+		}
 	}
 }
