@@ -399,9 +399,9 @@ func (c *Core) Commit() { _ = c.handover.CommitSent() }
 
 // Holder says who may run the VM, as the source knows it. After a
 // post-copy lost its VM (ErrVMLost) it is HeldInDoubt: the destination's
-// copy is gone, and the source's, as of the stun, is neither run nor
-// discarded until whoever manages the hosts decides
-// (vgpu.VM.ResolveMigration).
+// copy is gone, and the source's, as of the stun, if the failure left one
+// (not when the source itself is gone), is neither run nor discarded until
+// whoever manages the hosts decides (vgpu.VM.ResolveMigration).
 func (c *Core) Holder() Holder { return c.handover.Holder() }
 
 // Fail ends the migration at now because of cause, unless it has ended,

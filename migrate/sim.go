@@ -362,8 +362,17 @@ func (s *Sim) inStep() bool {
 	return true
 }
 
-// advanceTo moves the hosts and the links on to t.
+// advanceTo moves the hosts and the links on to t, or to an earlier
+// event a sub-step made (a fetch restarting a flow, a failure changing
+// the links' shares): the caller handles what is due at the Sim's time.
 func (s *Sim) advanceTo(t time.Duration) error {
+	if !s.inStep() {
+		// A host behind (a workload failed part-way) catches up first,
+		// so that joined hosts move on together below.
+		if err := s.advanceHosts(); err != nil {
+			return err
+		}
+	}
 	for s.now < t {
 		// Hosts joined by remote GPUs go no further at a time than a
 		// message between them takes (vgpu.Horizon); the links and the
@@ -389,6 +398,9 @@ func (s *Sim) advanceTo(t time.Duration) error {
 		s.now = to
 		if err := s.advanceHosts(); err != nil {
 			return err
+		}
+		if n, ok := s.nextAt(); ok && n < t {
+			t = max(n, s.now)
 		}
 	}
 	return nil

@@ -113,7 +113,7 @@ func AdvanceHosts(d time.Duration, hosts ...*Host) error {
 		if err != nil {
 			return err
 		}
-		t := max(min(end, limit), start)
+		t := max(min(end, limit), hosts[0].now)
 		for _, h := range hosts {
 			if err := h.advance(t - h.now); err != nil {
 				return err

@@ -31,7 +31,7 @@ var (
 // InvariantError is the error of a broken invariant.
 type InvariantError struct {
 	// Invariant names it: "one owner", "scrubbed", "scheduler",
-	// "report", or (World.Check) "failed migration".
+	// "report", or (World) "failed migration", "lost VM", "finished".
 	Invariant string
 	// Detail says what broke.
 	Detail string

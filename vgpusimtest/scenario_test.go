@@ -198,7 +198,7 @@ func TestWorldPostCopy(t *testing.T) {
 		t.Run(fault.String(), func(t *testing.T) {
 			w, err := vgpusimtest.NewWorld(&vgpusimtest.Spec{
 				Hosts: []vgpusimtest.HostSpec{{}, {}},
-				VMs:   []vgpusimtest.VMSpec{{Profile: "P40-1Q", OraclePagesPerSec: 400, Seed: 7}},
+				VMs:   []vgpusimtest.VMSpec{{Profile: "P40-1Q", OraclePagesPerSec: 2000, Seed: 7}},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -213,7 +213,12 @@ func TestWorldPostCopy(t *testing.T) {
 					t.Fatalf("ended in %v before post-copy: %v", m.Phase(), err)
 				}
 			}
-			if _, err := w.Sim.Advance(2 * time.Millisecond); err != nil {
+			// The owner's own write and the oracle's at the destination,
+			// which a lost VM loses with it.
+			if err := w.Do(vgpusimtest.Step{Kind: vgpusimtest.StepWrite, VM: 0, Page: 3, Value: 0x5a}); err != nil || len(w.Refusals) > 0 {
+				t.Fatalf("write: %v, refusals %v", err, w.Refusals)
+			}
+			if _, err := w.Sim.Advance(10 * time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Inject(fault); err != nil {

@@ -3,6 +3,7 @@ package vgpusimtest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vgpusim/vgpusim/memory"
@@ -219,7 +220,8 @@ func (w *World) events(evs []migrate.Event) error {
 
 // Finish runs the Sim until no migration is under way, recovering each
 // post-copy that waits for its lost link (migrate.Migration.Recover): the
-// link is taken to have come back.
+// link is taken to have come back. A migration that still has not ended
+// then is an error wrapping ErrInvariant.
 func (w *World) Finish() error {
 	for {
 		evs, err := w.Sim.Run()
@@ -229,13 +231,18 @@ func (w *World) Finish() error {
 		if err := w.events(evs); err != nil {
 			return err
 		}
-		recovered := false
+		var waiting []error
 		for _, m := range w.Migrations {
-			if !m.Done() && m.Recover() == nil {
-				recovered = true
+			if !m.Done() {
+				if err := m.Recover(); err != nil {
+					waiting = append(waiting, broken("finished", "migration of %s did not end (%v in %v) and cannot be recovered: %v", m.VM().ID(), m.Phase(), m.Err(), err))
+				}
 			}
 		}
-		if !recovered {
+		if len(waiting) > 0 {
+			return errors.Join(waiting...)
+		}
+		if !slices.ContainsFunc(w.Migrations, func(m *migrate.Migration) bool { return !m.Done() }) {
 			return nil
 		}
 	}
@@ -250,6 +257,21 @@ func (w *World) Finish() error {
 // which the VM is given back to its owner paused and the Oracle forgets
 // it (see lost).
 func (w *World) Check() error {
+	// A lost VM first: the copy left is the source's as of the stun, and
+	// the Oracle, which saw the writes made at the destination after it,
+	// must forget them before it checks anything.
+	for _, m := range w.Migrations {
+		if m.Done() && !w.settled[m] && errors.Is(m.Err(), migrate.ErrVMLost) {
+			rep := m.Report()
+			if err := CheckReport(rep); err != nil {
+				return err
+			}
+			if err := w.lost(m, w.Hosts[hostIndex(w.Hosts, rep.Source)]); err != nil {
+				return err
+			}
+			w.settled[m] = true
+		}
+	}
 	if err := CheckOneOwner(w.Hosts, w.IDs...); err != nil {
 		return err
 	}
@@ -275,13 +297,6 @@ func (w *World) Check() error {
 			continue
 		}
 		src := w.Hosts[hostIndex(w.Hosts, rep.Source)]
-		if errors.Is(m.Err(), migrate.ErrVMLost) {
-			if err := w.lost(m, src); err != nil {
-				return err
-			}
-			w.settled[m] = true
-			continue
-		}
 		vm, ok := src.VM(rep.VM)
 		if !ok || vm.State() != w.runAs[rep.VM] {
 			state := "no copy"

@@ -45,9 +45,9 @@ func (c CSVFlag) ToStdout() bool { return c.set && (c.path == "" || c.path == "-
 // WriteFile.
 func (c CSVFlag) Path() string { return c.path }
 
-// ParseFlags parses args with fs and, where -csv (c) stood alone and the
-// next argument is not a flag, takes that argument as its file and parses
-// on after it.
+// ParseFlags parses args with fs and, where -csv (c, which fs must name
+// "csv") stood alone and the next argument is not a flag, takes that
+// argument as its file and parses on after it.
 func ParseFlags(fs *flag.FlagSet, c *CSVFlag, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
