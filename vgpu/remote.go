@@ -158,9 +158,10 @@ type RemoteGPU struct {
 	link   RemoteLink
 	id     int
 
-	mu     sync.Mutex // guards what the two hosts exchange: inbound, outbound
-	client *VM        // nil until a VM attaches, and after it goes
-	index  int        // the device's number in the client's Env
+	// mu guards everything below it, which the two hosts share.
+	mu     sync.Mutex
+	client *VM // nil until a VM attaches, and after it goes
+	index  int // the device's number in the client's Env
 
 	// Jobs on their way to the server or waiting there, in the order the
 	// client submitted them; the first is running once started.
