@@ -57,6 +57,11 @@ type ParallelOptions struct {
 	// Applied, if set, is told of each record applied, one call at a
 	// time, from the ParallelApplier's goroutines. It must not block.
 	Applied func(Applied)
+	// Continue says the streams continue others into the same regions,
+	// as NewContinuingApplier's stream does: the regions are not
+	// scrubbed first, and keep what they hold beside what these streams
+	// send. Abort still scrubs them.
+	Continue bool
 }
 
 // Applied is what a ParallelApplier tells of a record it applied.
@@ -73,6 +78,10 @@ type Applied struct {
 	// Region, Pages and ZeroPages describe a page batch.
 	Region           uint32
 	Pages, ZeroPages int
+	// Indexes are a page batch's pages, in increasing order: the pages
+	// stored by the time Applied is called. The slice is the applier's,
+	// valid during the call only.
+	Indexes []int
 	// WireBytes counts the bytes read from all the streams so far.
 	WireBytes int64
 }
@@ -132,7 +141,7 @@ type ParallelApplier struct {
 
 // NewParallelApplier reads the header and metadata of every stream, which
 // must agree, binds the destination regions to the metadata as
-// NewApplier does, and scrubs them. opts' Key and Encryption mode apply to
+// NewApplier does, and scrubs them (unless popts.Continue). opts' Key and Encryption mode apply to
 // every stream, each with its own key: streams[i].Key overrides opts.Key.
 func NewParallelApplier(streams []ParallelStream, opts ReaderOptions, dst []RegionRef, popts ParallelOptions) (*ParallelApplier, error) {
 	if len(streams) == 0 {
@@ -176,7 +185,7 @@ func NewParallelApplier(streams []ParallelStream, opts ReaderOptions, dst []Regi
 		p.wire.Add(s.rd.Offset())
 	}
 	var err error
-	if p.dst, err = bindRegions(p.meta, dst, true); err != nil {
+	if p.dst, err = bindRegions(p.meta, dst, !popts.Continue); err != nil {
 		return nil, err
 	}
 	p.rounds.reset(len(streams))

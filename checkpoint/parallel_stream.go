@@ -223,7 +223,7 @@ func (p *ParallelApplier) apply(bd *BatchDecoder, j *batchJob) error {
 	}
 	j.res.sum, j.res.pages, j.res.zero = b.Sum, b.Len(), b.ZeroPages()
 	p.applied.Add(1)
-	p.observe(Applied{Stream: j.s.index, Type: RecordPageBatch, Region: b.Region, Pages: b.Len(), ZeroPages: b.ZeroPages()})
+	p.observe(Applied{Stream: j.s.index, Type: RecordPageBatch, Region: b.Region, Pages: b.Len(), ZeroPages: b.ZeroPages(), Indexes: b.idx})
 	return nil
 }
 

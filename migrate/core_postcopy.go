@@ -51,6 +51,23 @@ type postCopyState struct {
 	// only when a fetch was added.
 	cachedFetches  int
 	p50, p99, pMax time.Duration
+	// measured is the destination's own account of its waits (the live
+	// mode's), which replaces the latencies Faulted would have given.
+	measured *FaultWaits
+}
+
+// FaultWaits is what a destination measured of the faults of a
+// post-copy: the live mode's destination times each fault itself, from
+// the access that touched an absent page to the page's landing, which the
+// source, which only serves the requests, cannot see.
+type FaultWaits struct {
+	// Faults is the pages the VM touched before they arrived, Fetches
+	// the requests it sent for them (one a page: a page in flight is
+	// waited for, not asked for twice).
+	Faults, Fetches int64
+	// P50, P99 and Max are the faults' waits (nearest rank), and Stall
+	// their sum.
+	P50, P99, Max, Stall time.Duration
 }
 
 // fetchLatency is one demand fetch's pages: the k-th (from 0) of n
@@ -123,6 +140,32 @@ func (c *Core) Faulted(now time.Duration, byRegion []Traffic, first, step, stall
 	pc.rep.Fetches++
 	pc.rep.Stall += max(stall, 0)
 	pc.latencies = append(pc.latencies, fetchLatency{n: t.Pages, first: first, step: step})
+}
+
+// Served records pages the source sent ahead of its push because the
+// destination asked for them, byRegion as Faulted's: the live mode's
+// source, which does not see how long the VM waited (the destination
+// reports that with FaultWaits).
+func (c *Core) Served(byRegion []Traffic) {
+	if c.phase != PhasePostCopy || c.post == nil {
+		return
+	}
+	for _, r := range byRegion {
+		c.post.rep.Faulted.Add(r)
+	}
+}
+
+// FaultWaits records the destination's account of its faults (see
+// FaultWaits), which the report gives in place of the counts and
+// latencies Faulted would have kept. Negative values count as zero.
+func (c *Core) FaultWaits(w FaultWaits) {
+	if c.phase != PhasePostCopy || c.post == nil {
+		return
+	}
+	w.Faults, w.Fetches = max(w.Faults, 0), max(w.Fetches, 0)
+	w.P50, w.P99, w.Max, w.Stall = max(w.P50, 0), max(w.P99, 0), max(w.Max, 0), max(w.Stall, 0)
+	c.post.measured = &w
+	c.post.rep.Faults, c.post.rep.Fetches, c.post.rep.Stall = w.Faults, w.Fetches, w.Stall
 }
 
 // LinkLost reports at now that the link to the other end was lost, for
@@ -206,5 +249,8 @@ func (c *Core) postCopyReport(now time.Duration) *PostCopyReport {
 		pc.cachedFetches = len(fs)
 	}
 	r.FaultLatencyP50, r.FaultLatencyP99, r.FaultLatencyMax = pc.p50, pc.p99, pc.pMax
+	if w := pc.measured; w != nil {
+		r.FaultLatencyP50, r.FaultLatencyP99, r.FaultLatencyMax = w.P50, w.P99, w.Max
+	}
 	return &r
 }

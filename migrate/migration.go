@@ -177,7 +177,7 @@ func simCoreConfig(vm *vgpu.VM, cfg Config, stateBytes int64, wm *WireModel) (Co
 		NominalBandwidthBytesPerSec: cfg.goodput(), Framebuffers: len(vm.Framebuffers()),
 		Devices: len(vm.VGPUs()), DeviceStateBytes: stateBytes, PCIeBytesPerSec: vm.Host().Config().GPU.PCIeDMABytesPerSec}
 	if cfg.UsesPostCopy() {
-		c.PageListBytes = postCopyListBytes(vm)
+		c.PageListBytes = PostCopyListBytes(vm)
 	}
 	if cfg.Mode != Legacy {
 		return c, nil

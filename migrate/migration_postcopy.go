@@ -60,13 +60,33 @@ func (pc *postCopyRun) clearChunks() {
 // follow: a bit a page.
 func pageListBytes(pages int) int64 { return (int64(pages) + 7) / 8 }
 
-// postCopyListBytes is what the page lists of every region of vm take.
-func postCopyListBytes(vm *vgpu.VM) int64 {
+// PostCopyListBytes is what the lists of the pages that follow take for
+// every region of vm, a bit a page (CoreConfig.PageListBytes): the
+// simulated and the live mode's page lists alike.
+func PostCopyListBytes(vm *vgpu.VM) int64 {
 	n := pageListBytes(vm.RAM().Pages())
 	for _, fb := range vm.Framebuffers() {
 		n += pageListBytes(fb.Pages())
 	}
 	return n
+}
+
+// OwedPages is the stun's step of a post-copy migration for source region
+// src, whose pages to send are set (nil: every page in use, as
+// Source.SendRegions gives them): the pages that follow in post-copy
+// instead, a set of the caller's own, and the traffic of their list, a
+// bit a page of the region.
+func OwedPages(src *memory.Region, set *memory.PageSet) (*memory.PageSet, Traffic, error) {
+	var owed *memory.PageSet
+	if set == nil {
+		owed = memory.NewPageSet(src.Pages())
+		if err := src.UsedPages(owed); err != nil {
+			return nil, Traffic{}, wrap(ErrSource, err)
+		}
+	} else {
+		owed = set.Clone()
+	}
+	return owed, Traffic{WireBytes: pageListBytes(src.Pages())}, nil
 }
 
 // sendPageList is the stun's step of a post-copy migration for the
@@ -79,18 +99,13 @@ func (m *Migration) sendPageList(a Action) error {
 	}
 	pc := m.post
 	list := func(i int, set *memory.PageSet) (Traffic, error) {
-		src := m.srcRegs[i]
-		if set == nil {
-			owed := memory.NewPageSet(src.Pages())
-			if err := src.UsedPages(owed); err != nil {
-				return Traffic{}, wrap(ErrSource, err)
-			}
-			pc.owed[i] = owed
-		} else {
-			pc.owed[i] = set.Clone()
+		owed, t, err := OwedPages(m.srcRegs[i], set)
+		if err != nil {
+			return t, err
 		}
-		m.core.Owe(int64(pc.owed[i].Len()))
-		return Traffic{WireBytes: pageListBytes(src.Pages())}, nil
+		pc.owed[i] = owed
+		m.core.Owe(int64(owed.Len()))
+		return t, nil
 	}
 	var sum Traffic
 	sent := func(i int, t Traffic) { m.core.Sent(i, t); sum.Add(t) }

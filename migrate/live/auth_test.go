@@ -170,7 +170,7 @@ func TestHelloCorruption(t *testing.T) {
 func TestStrictDecoding(t *testing.T) {
 	good := `{"connections":1,"encrypted":false,"batch_bytes":4096,"spec":{"ID":"v","Seed":1,"RAMBytes":65536,` +
 		`"RAMFootprintBytes":0,"RAMPageSize":4096,"FramebufferPageSize":65536,"GPUModel":"Tesla P40","Profiles":null,` +
-		`"Passthrough":false},"stream_id":0,"source":"s","mode":0}`
+		`"Passthrough":false},"stream_id":0,"source":"s","mode":0,"post_copy":false}`
 	var h hello
 	if err := decodeStrict([]byte(good), &h); err != nil || h.Spec.RAMBytes != 65536 {
 		t.Fatalf("a good hello: %v", err)
@@ -222,7 +222,7 @@ func TestMessagesHavePlainFields(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []any{hello{}, accept{}, refusal{}, ready{}, commit{}, resumed{}} {
+	for _, v := range []any{hello{}, accept{}, refusal{}, ready{}, commit{}, resumed{}, owed{}, fetch{}, landed{}} {
 		check(reflect.TypeOf(v))
 	}
 }

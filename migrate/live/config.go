@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpusim/vgpusim/checkpoint"
 	"github.com/vgpusim/vgpusim/migrate"
+	"github.com/vgpusim/vgpusim/vgpu"
 )
 
 // Clock tells the live mode the time. The wall clock is the default;
@@ -114,11 +115,6 @@ func (c SendConfig) withDefaults() (SendConfig, error) {
 	if c.Policy, err = c.Policy.WithDefaults(); err != nil {
 		return c, err
 	}
-	if c.UsesPostCopy() {
-		// The live protocol has no page list, no fetch on demand and no
-		// way back from a lost link yet.
-		return c, fmt.Errorf("%w: post-copy is not available in the live mode", migrate.ErrConfig)
-	}
 	if c.Engine.BatchBytes == 0 {
 		c.Engine.BatchBytes = migrate.DefaultBatchBytes
 	}
@@ -180,6 +176,12 @@ type ReceiveConfig struct {
 	Logger           *slog.Logger
 	Clock            Clock
 	Rand             io.Reader
+	// OnResume, if set, is called with the VM once it runs here (or is
+	// here paused, if it was paused at the source), before Receive
+	// returns: in post-copy, while its pages that follow are still
+	// coming, so that its owner can give it its workload and run it
+	// meanwhile. Accesses to a page that has not come wait for it.
+	OnResume func(*vgpu.VM)
 }
 
 const defaultMaxBatchBytes = 16 << 20

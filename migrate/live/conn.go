@@ -40,6 +40,9 @@ type timedConn struct {
 	waited  time.Duration // time spent in Read and Write
 	// cut is the bound that set the deadline, for the error.
 	cut cutBy
+	// untimed: reads wait on no deadline and their waiting is not
+	// counted, where the peer speaks when it needs to, not at a rate.
+	untimed bool
 }
 
 // cutBy is what set a connection's deadline.
@@ -115,12 +118,33 @@ func (c *timedConn) account(start time.Time, n int, err error) error {
 	return &slowPeerError{why: why, err: err}
 }
 
+// untimedReads makes the connection's reads wait on no deadline, and
+// leaves their waiting out of the minimum rate's account: the source's
+// post-copy reads the destination's fetches, which come when the VM
+// touches a page that has not arrived, beside the pushes, whose writes
+// bound the peer meanwhile.
+func (c *timedConn) untimedReads(on bool) {
+	c.mu.Lock()
+	c.untimed = on
+	c.mu.Unlock()
+}
+
 func (c *timedConn) Read(p []byte) (int, error) {
 	start := time.Now()
+	c.mu.Lock()
+	untimed := c.untimed
+	c.mu.Unlock()
 	if c.rd != nil {
-		_ = c.rd.SetReadDeadline(c.deadline(start))
+		var dl time.Time
+		if !untimed {
+			dl = c.deadline(start)
+		}
+		_ = c.rd.SetReadDeadline(dl)
 	}
 	n, err := c.rw.Read(p)
+	if untimed {
+		start = time.Now() // none of the wait counts
+	}
 	err = c.account(start, n, err)
 	if err != nil && err != io.EOF {
 		c.record(err)

@@ -78,7 +78,7 @@ func FuzzReceive(f *testing.F) {
 			t.Fatalf("failed Receive returned VM %v, report %v", in, rep)
 		}
 		typed := false
-		for _, s := range []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible, migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication} {
+		for _, s := range []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible, migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication, migrate.ErrVMLost} {
 			typed = typed || errors.Is(err, s)
 		}
 		if !typed {
@@ -93,7 +93,8 @@ var seedMigrations = []struct {
 	name  string
 	mode  migrate.Mode
 	level checkpoint.Level
-}{{"precopy-zstd", migrate.PreCopy, checkpoint.LevelFastest}, {"legacy-none", migrate.Legacy, checkpoint.LevelNone}}
+}{{"precopy-zstd", migrate.PreCopy, checkpoint.LevelFastest}, {"legacy-none", migrate.Legacy, checkpoint.LevelNone},
+	{"postcopy-zstd", migrate.PostCopy, checkpoint.LevelFastest}}
 
 // seedPrefixBytes is how much of a recorded migration a committed seed
 // keeps: the preamble, the hello, the stream's header and metadata and its

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -26,7 +27,7 @@ const (
 	// are decoded strictly, so any change to their fields is a new major
 	// version; a minor version may only change what both ends accept
 	// already.
-	ProtocolMajor = 3
+	ProtocolMajor = 4
 	ProtocolMinor = 0
 
 	preambleBytes = len(liveMagic) + 4
@@ -65,10 +66,15 @@ const (
 	msgResumed
 	msgChallenge
 	msgBind
+	msgOwed
+	msgOwedBits
+	msgFetch
+	msgLanded
 )
 
 var msgNames = [...]string{msgHello: "hello", msgAccept: "accept", msgRefuse: "refuse", msgReady: "ready",
-	msgCommit: "commit", msgResumed: "resumed", msgChallenge: "challenge", msgBind: "bind"}
+	msgCommit: "commit", msgResumed: "resumed", msgChallenge: "challenge", msgBind: "bind", msgOwed: "owed",
+	msgOwedBits: "page bitmap", msgFetch: "fetch", msgLanded: "landed"}
 
 func (t msgType) String() string {
 	if int(t) < len(msgNames) && msgNames[t] != "" {
@@ -91,6 +97,10 @@ type hello struct {
 	// maxPeerNameBytes.
 	Source string `json:"source"`
 	Mode   uint8  `json:"mode"`
+	// PostCopy says the source may switch over into post-copy (its
+	// Policy's Mode or OnNonConvergence): the list of the pages that
+	// follow, empty if it did not, comes after its first stream.
+	PostCopy bool `json:"post_copy"`
 }
 
 // accept is the destination's yes.
@@ -263,40 +273,48 @@ var errUnexpectedMsg = errors.New("unexpected control message")
 // a refusal (returned as its error), and returns its body. The body is
 // checked against its tag before anything else looks at it.
 func (c *conversation) readRaw(want msgType) ([]byte, error) {
+	_, body, err := c.readOneOf(want)
+	return body, err
+}
+
+// readOneOf reads one message, which must be of one of the types wants
+// or, at the source, a refusal (returned as its error), and returns its
+// type and body, checked against its tag.
+func (c *conversation) readOneOf(wants ...msgType) (msgType, []byte, error) {
 	var h [msgHeaderBytes]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	typ, n := msgType(h[0]), binary.LittleEndian.Uint32(h[1:])
 	refused := typ == msgRefuse && c.end == migrate.SourceEnd
-	if typ != want && !refused {
-		return nil, fmt.Errorf("%w: %w: %v where %v belongs", migrate.ErrStream, errUnexpectedMsg, typ, want)
+	if !slices.Contains(wants, typ) && !refused {
+		return 0, nil, fmt.Errorf("%w: %w: %v where %v belongs", migrate.ErrStream, errUnexpectedMsg, typ, wants[0])
 	}
 	if n > maxControlBytes {
-		return nil, fmt.Errorf("%w: %v message of %d bytes, limit %d", migrate.ErrStream, typ, n, maxControlBytes)
+		return 0, nil, fmt.Errorf("%w: %v message of %d bytes, limit %d", migrate.ErrStream, typ, n, maxControlBytes)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	c.t.add(h[:], body)
 	if c.tagged {
 		var tag [tagBytes]byte
 		if _, err := io.ReadFull(c.r, tag[:]); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		if !hmac.Equal(tag[:], c.t.tag(c.t.recv)) {
-			return nil, fmt.Errorf("%w: %v message with a bad tag: forged, altered, replayed or out of its place", migrate.ErrAuthentication, typ)
+			return 0, nil, fmt.Errorf("%w: %v message with a bad tag: forged, altered, replayed or out of its place", migrate.ErrAuthentication, typ)
 		}
 	}
 	if refused {
 		var rf refusal
 		if err := decodeStrict(body, &rf); err != nil {
-			return nil, fmt.Errorf("%w: unreadable refusal: %v", migrate.ErrRefused, err)
+			return 0, nil, fmt.Errorf("%w: unreadable refusal: %v", migrate.ErrRefused, err)
 		}
-		return nil, rf.err(c.tagged)
+		return 0, nil, rf.err(c.tagged)
 	}
-	return body, nil
+	return typ, body, nil
 }
 
 // read reads one message of type want and decodes its body into v,
@@ -306,8 +324,13 @@ func (c *conversation) read(want msgType, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodeMsg(want, body, v)
+}
+
+// decodeMsg decodes the body of a message of type typ into v, strictly.
+func decodeMsg(typ msgType, body []byte, v any) error {
 	if err := decodeStrict(body, v); err != nil {
-		return fmt.Errorf("%w: bad %v message: %v", migrate.ErrStream, want, err)
+		return fmt.Errorf("%w: bad %v message: %v", migrate.ErrStream, typ, err)
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg Re
 		return nil, rep, r.err
 	}
 	_ = r.pa.Close()
+	if r.postPA != nil {
+		_ = r.postPA.Close()
+	}
 	rep := r.closeReport(migrate.PhaseDone)
 	r.prog.emit(migrate.Event{Kind: migrate.Done, At: r.since(), Phase: migrate.PhaseDone, Round: -1, WireBytes: r.wire()})
 	return r.in, rep, nil
@@ -84,7 +87,12 @@ type receiver struct {
 	lim   checkpoint.Limits // the reader's, set by the handshake
 	ctl   *bufio.Reader     // the first connection, once the handshake is over
 	pa    *checkpoint.ParallelApplier
-	in    *vgpu.VM // incoming, then resumed
+	data  []io.Reader // the connections' readers, the first's ctl
+	in    *vgpu.VM    // incoming, then resumed
+	// post is the post-copy, if the source left pages for it, and
+	// postPA its streams' applier once they opened.
+	post   *recvPostCopy
+	postPA *checkpoint.ParallelApplier
 	tally recvTally
 	round int // rounds applied
 }
@@ -101,16 +109,21 @@ func (r *receiver) run() error {
 	// with the control messages after it.
 	r.ctl = bufio.NewReaderSize(r.conns[0], liveBufferBytes)
 	r.conv.r = r.ctl
-	data := []io.Reader{r.ctl}
+	r.data = []io.Reader{r.ctl}
 	for _, c := range r.conns[1:] {
-		data = append(data, bufio.NewReaderSize(c, liveBufferBytes))
+		r.data = append(r.data, bufio.NewReaderSize(c, liveBufferBytes))
 	}
-	if err := r.openStreams(data, h); err != nil {
+	if err := r.openStreams(r.data, h); err != nil {
 		return err
 	}
 	r.tally.begin(r.pa.Metadata(), r.wire(), r.since())
 	if err := r.pa.Run(r.ctx); err != nil {
 		return wrap(migrate.ErrStream, err)
+	}
+	if h.PostCopy {
+		if err := r.readOwed(); err != nil {
+			return err
+		}
 	}
 	r.enter(migrate.PhaseRestore)
 	if err := r.restore(); err != nil {
@@ -129,9 +142,19 @@ func (r *receiver) run() error {
 	if err := r.handover.CommitRead(); err != nil {
 		return err
 	}
+	if r.post != nil {
+		// The VM is the destination's, and some of its pages are still
+		// the source's: from here on a failure strands it (strand).
+		r.phase = migrate.PhasePostCopy
+	}
 	r.cfg.Lock.Lock()
 	r.claim.Release()
+	r.claim = nil
 	err = r.in.SetThrottle(c.Throttle)
+	if err == nil && r.post != nil {
+		// Claimed, the VM cannot be migrated on while pages are missing.
+		r.claim, err = r.in.ClaimMigration()
+	}
 	if err == nil && c.Resume {
 		err = r.in.Resume()
 	}
@@ -141,12 +164,29 @@ func (r *receiver) run() error {
 		// The source, not hearing back, keeps its copy paused.
 		return wrap(migrate.ErrDestination, err)
 	}
-	if err := r.conv.write(msgResumed, ack); err != nil && r.cfg.Logger != nil {
-		// The VM runs here; the source, not hearing it, keeps its copy
-		// paused and reports the outcome in doubt.
-		r.cfg.Logger.Warn("migrate: acknowledging the resume", "vm", r.rep.VM, "error", err)
+	if err := r.conv.write(msgResumed, ack); err != nil {
+		if r.post != nil {
+			return err // the pages that follow will not come
+		}
+		if r.cfg.Logger != nil {
+			// The VM runs here; the source, not hearing it, keeps its
+			// copy paused and reports the outcome in doubt.
+			r.cfg.Logger.Warn("migrate: acknowledging the resume", "vm", r.rep.VM, "error", err)
+		}
 	}
-	return nil
+	r.tally.stunEnd = r.since()
+	if r.post == nil {
+		r.onResume()
+		return nil
+	}
+	return r.postCopy(h.StreamID)
+}
+
+// onResume hands the VM to the caller's OnResume, if any.
+func (r *receiver) onResume() {
+	if r.cfg.OnResume != nil {
+		r.cfg.OnResume(r.in)
+	}
 }
 
 // handshake answers the source's offer with a challenge, authenticates
@@ -199,7 +239,7 @@ func (r *receiver) handshake() (hello, error) {
 	r.rep.VM, r.rep.Profiles, r.prog.vm = h.Spec.ID, h.Spec.Profiles, h.Spec.ID
 	r.rep.Source, r.rep.Mode = peerText(h.Source, maxPeerNameBytes), migrate.Mode(h.Mode)
 	switch {
-	case r.rep.Mode != migrate.PreCopy && r.rep.Mode != migrate.Legacy:
+	case r.rep.Mode != migrate.PreCopy && r.rep.Mode != migrate.Legacy && r.rep.Mode != migrate.PostCopy:
 		return h, r.refuse(fmt.Errorf("%w: unknown migration mode %d", migrate.ErrConfig, h.Mode))
 	case h.Connections != len(r.conns):
 		return h, r.refuse(fmt.Errorf("%w: the source spreads the stream over %d connections, the destination has %d", migrate.ErrConfig, h.Connections, len(r.conns)))
@@ -321,8 +361,17 @@ func (r *receiver) restore() error {
 	for _, ds := range r.pa.DeviceStates() {
 		r.rep.DeviceStateBytes += int64(len(ds.Data))
 	}
+	if r.post == nil && len(r.pa.RegionDigests()) != len(r.regions()) {
+		// Only a post-copy's stream ends without them.
+		return fmt.Errorf("%w: the stream ended with %d region digests, the VM has %d regions", migrate.ErrStream, len(r.pa.RegionDigests()), len(r.regions()))
+	}
 	r.cfg.Lock.Lock()
 	defer r.cfg.Lock.Unlock()
+	if r.post != nil {
+		if err := r.markAbsent(); err != nil {
+			return err
+		}
+	}
 	if err := r.in.Restore(states); err != nil {
 		return wrap(migrate.ErrDestination, err)
 	}
@@ -339,10 +388,13 @@ func (r *receiver) restore() error {
 func (r *receiver) since() time.Duration { return r.cfg.Clock.Now().Sub(r.start) }
 
 func (r *receiver) wire() int64 {
-	if r.pa == nil {
-		return 0
+	var n int64
+	for _, pa := range []*checkpoint.ParallelApplier{r.pa, r.postPA} {
+		if pa != nil {
+			n += pa.Offset()
+		}
 	}
-	return r.pa.Offset()
+	return n
 }
 
 // fail gives the VM up, so the host holds nothing of it.
@@ -353,7 +405,10 @@ func (r *receiver) fail(cause error) *migrate.Report {
 		r.pa.Abort()
 		_ = r.pa.Close()
 	}
-	if r.in != nil && r.handover.OnFailure() == migrate.Discard {
+	if r.post != nil && r.phase == migrate.PhasePostCopy {
+		r.strand()
+		cause = wrap(migrate.ErrVMLost, cause)
+	} else if r.in != nil && r.handover.OnFailure() == migrate.Discard {
 		// Destroy, not Abort: after the restore the VM is no longer
 		// incoming, and it must go all the same; held, through its
 		// claim.

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/vgpusim/vgpusim/checkpoint"
@@ -29,6 +30,9 @@ type recvTally struct {
 	// restoreAt and resumeAt are when the stream ended and when the
 	// destination said it was ready; zero until then.
 	restoreAt, resumeAt time.Duration
+	// stunEnd is when the destination acknowledged the resume: the end
+	// of the stun, which a post-copy's window follows; zero until then.
+	stunEnd time.Duration
 }
 
 // begin starts the tally when the stream has opened, at offset wire.
@@ -98,7 +102,7 @@ func (t *recvTally) fill(rep *migrate.Report, end time.Duration, done bool) {
 		{Phase: migrate.PhaseFinalFramebuffer, Duration: fb - ram},
 		{Phase: migrate.PhaseDeviceState, Duration: t.restoreAt - fb},
 		{Phase: migrate.PhaseRestore, Duration: t.resumeAt - t.restoreAt},
-		{Phase: migrate.PhaseResume, Duration: end - t.resumeAt},
+		{Phase: migrate.PhaseResume, Duration: cmp.Or(t.stunEnd, end) - t.resumeAt},
 	} {
 		rep.AddStun(p.Phase, max(p.Duration, 0))
 	}

@@ -95,6 +95,7 @@ type sender struct {
 	prog    reporter
 	core    *migrate.Core
 	src     *migrate.Source // nil if the VM could not go
+	post    *sendPostCopy   // once the stun left pages for post-copy
 
 	ctl  *bufio.Reader // the destination's answers, on the first connection
 	conv *conversation
@@ -141,6 +142,7 @@ func (s *sender) run() (*migrate.Report, error) {
 		stateBytes   int64
 		snapshot     time.Duration
 		fbs, devices int
+		listBytes    int64
 		spec         vgpu.IncomingSpec
 		sourceName   string
 		meta         checkpoint.Metadata
@@ -155,6 +157,9 @@ func (s *sender) run() (*migrate.Report, error) {
 		stateBytes, err = migrate.DeviceStateBytes(s.vm)
 		snapshot = s.cfg.Clock.Now().Sub(t0)
 		spec, meta = s.vm.IncomingSpec(), s.src.Metadata()
+		if s.cfg.UsesPostCopy() {
+			listBytes = migrate.PostCopyListBytes(s.vm)
+		}
 		if err == nil && len(spec.Remote) > 0 {
 			// A session is a pointer into this process: the hello
 			// cannot name it to another.
@@ -166,7 +171,7 @@ func (s *sender) run() (*migrate.Report, error) {
 		s.measureWireSizes()
 	}
 	core, err := migrate.NewCore(migrate.CoreConfig{VM: s.vm.ID(), Policy: s.cfg.Policy, Framebuffers: fbs,
-		Devices: devices, DeviceStateBytes: stateBytes}, 0, fmt.Sprintf("over %s", s.link))
+		Devices: devices, DeviceStateBytes: stateBytes, PageListBytes: listBytes}, 0, fmt.Sprintf("over %s", s.link))
 	if err != nil {
 		s.cfg.Lock.Lock()
 		s.src.RollBack(false) // gives the VM's migration claim back
@@ -196,6 +201,8 @@ func (s *sender) run() (*migrate.Report, error) {
 		switch a.Kind {
 		case migrate.DoRollBack:
 			return s.rollBack(a)
+		case migrate.DoStrand:
+			return s.strand(a)
 		case migrate.DoNothing:
 			return s.report(), nil
 		}
@@ -232,8 +239,8 @@ func liveStunCosts(snapshot time.Duration, devices int) migrate.StunCosts {
 // bytes so far on the last ones.
 func (s *sender) publish() {
 	for _, e := range s.core.Events() {
-		if (e.Kind == migrate.Done || e.Kind == migrate.Failed) && s.pw != nil {
-			e.WireBytes = s.pw.Offset()
+		if e.Kind == migrate.Done || e.Kind == migrate.Failed {
+			e.WireBytes = s.wireBytes()
 		}
 		s.prog.emit(e)
 	}
@@ -252,17 +259,12 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	for i, w := range s.out.start(s.conns.writers(), s.cfg.Clock.Now, s.eng.Config().InFlight) {
 		outs[i].W = w
 	}
-	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes,
-		Mixed: s.cfg.Engine.Chooser != nil, Filters: s.cfg.Filtering.Enabled()}
 	if d := s.cfg.Engine.Filters.Delta; d != nil {
 		if err := d.Reset(meta.Regions); err != nil {
 			return 0, wrap(migrate.ErrConfig, err)
 		}
 	}
-	if s.cfg.EncryptionKey != nil {
-		opts.Encryption = checkpoint.EncryptionRequired
-	}
-	if s.pw, err = checkpoint.NewParallelWriter(meta, opts, outs); err != nil {
+	if s.pw, err = checkpoint.NewParallelWriter(meta, s.writerOptions(), outs); err != nil {
 		if errors.Is(err, checkpoint.ErrWrite) {
 			return 0, err // the connections' failure, which liveCause names
 		}
@@ -273,6 +275,17 @@ func (s *sender) setup(spec vgpu.IncomingSpec, source string, meta checkpoint.Me
 	s.src.StartLogging()
 	s.cfg.Lock.Unlock()
 	return rtt, nil
+}
+
+// writerOptions are the options of the streams, the first and the
+// post-copy's alike; each stream's id and key are its own.
+func (s *sender) writerOptions() checkpoint.WriterOptions {
+	opts := checkpoint.WriterOptions{Level: s.cfg.Engine.Level, BatchBytes: s.cfg.Engine.BatchBytes,
+		Mixed: s.cfg.Engine.Chooser != nil, Filters: s.cfg.Filtering.Enabled()}
+	if s.cfg.EncryptionKey != nil {
+		opts.Encryption = checkpoint.EncryptionRequired
+	}
+	return opts
 }
 
 // handshake shakes hands with the hello of spec, under the handshake's
@@ -297,7 +310,7 @@ func (s *sender) handshake(spec vgpu.IncomingSpec, source string) ([]checkpoint.
 
 	keyed := s.cfg.EncryptionKey != nil
 	h := hello{Connections: len(s.conns), Encrypted: keyed, BatchBytes: s.cfg.Engine.BatchBytes,
-		Spec: spec, StreamID: s.cfg.StreamID, Source: source, Mode: uint8(s.cfg.Mode)}
+		Spec: spec, StreamID: s.cfg.StreamID, Source: source, Mode: uint8(s.cfg.Mode), PostCopy: s.cfg.UsesPostCopy()}
 	if err := s.conv.write(msgHello, h); err != nil {
 		return nil, 0, err
 	}

@@ -66,6 +66,12 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 		}
 		s.core.DevicesSaved(n)
 	case migrate.DoSendFinalRAM, migrate.DoSendFinalFramebuffers:
+		if a.PostCopy {
+			if err := s.owePages(a); err != nil {
+				return a, err
+			}
+			break
+		}
 		if err := s.src.SendRegions(a.First, a.Regions, a.AllInUse, s.copyRegion, s.core.Sent); err != nil {
 			return a, err
 		}
@@ -75,6 +81,11 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 	case migrate.DoSendDeviceStates:
 		if err := s.finishStream(); err != nil {
 			return a, err
+		}
+		if s.cfg.UsesPostCopy() {
+			if err := s.sendOwed(); err != nil {
+				return a, err
+			}
 		}
 	case migrate.DoRestore:
 		// The destination applies the rest, checks the digests and
@@ -116,6 +127,11 @@ func (s *sender) step(a migrate.Action) (migrate.Action, error) {
 		if ack.Running != c.Resume || ack.Throttle != c.Throttle {
 			s.core.Notice(fmt.Sprintf("the destination acknowledged running %v at throttle %v; the source asked running %v at %v",
 				ack.Running, ack.Throttle, c.Resume, c.Throttle))
+		}
+		return s.core.Done(s.now()), nil
+	case migrate.DoPostCopy:
+		if err := s.postCopy(); err != nil {
+			return a, err
 		}
 		return s.core.Done(s.now()), nil
 	case migrate.DoRelease:
@@ -259,6 +275,11 @@ func (s *sender) finishStream() error {
 			return wrap(migrate.ErrStream, err)
 		}
 	}
+	if s.postCopying() {
+		// Post-copy: the destination's memory moves on before the last
+		// page arrives, so no digest taken here could match it.
+		return wrap0(migrate.ErrStream, s.pw.CloseWithDigests(nil))
+	}
 	digests := make([]checkpoint.RegionDigest, len(s.src.Regions()))
 	s.digests = make([]migrate.Digest, len(s.src.Regions()))
 	for i, r := range s.src.Regions() {
@@ -293,9 +314,7 @@ func (s *sender) report() *migrate.Report {
 		r.Profiles = append(r.Profiles, p.Name)
 	}
 	r.Events = nil
-	if s.pw != nil {
-		r.WireBytes = s.pw.Offset()
-	}
+	r.WireBytes = s.wireBytes()
 	r.RegionDigests = s.digests
 	return r
 }

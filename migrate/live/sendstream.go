@@ -126,9 +126,19 @@ func (s *sendStreams) start(conns []io.Writer, now func() time.Time, queue int) 
 
 // run binds each stream to its writer of pw and starts its goroutine.
 func (s *sendStreams) run(pw *checkpoint.ParallelWriter) {
+	s.bind(pw)
+	for _, st := range s.streams {
+		s.g.Go(st.write)
+	}
+}
+
+// bind binds each stream to its writer of pw: the first streams', or the
+// post-copy's, which follow them on the same connections. The goroutines
+// must be idle, every batch queued written: the next batch queued to each
+// happens after the bind.
+func (s *sendStreams) bind(pw *checkpoint.ParallelWriter) {
 	for i, st := range s.streams {
 		st.w = pw.Stream(i)
-		s.g.Go(st.write)
 	}
 }
 
