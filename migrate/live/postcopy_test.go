@@ -28,7 +28,6 @@ type postCopyWorld struct {
 	// taken once the source paused it: each VM runs its own.
 	w, dstW          *counterWorkload
 	srcRun, dstRun   *Runner
-	resumedAt        time.Time
 	resumedMu        sync.Mutex
 	resumedCalls     int
 	resumedOnRunning bool
@@ -199,6 +198,7 @@ func TestLivePostCopyPausedExact(t *testing.T) {
 		t.Fatalf("no post-copy: %v", res.dstRep)
 	}
 }
+
 // TestSendRefusesRemoteGPU: a VM whose GPU is a session of another host
 // stays where it is, whole and running, and the destination holds
 // nothing: the live mode cannot name the session to another process.

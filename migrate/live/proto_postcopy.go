@@ -152,4 +152,3 @@ func (o *owedReader) done(pages int64) error {
 	}
 	return nil
 }
-

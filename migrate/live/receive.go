@@ -84,17 +84,17 @@ type receiver struct {
 	rep       migrate.Report
 	err       error
 
-	lim   checkpoint.Limits // the reader's, set by the handshake
-	ctl   *bufio.Reader     // the first connection, once the handshake is over
-	pa    *checkpoint.ParallelApplier
-	data  []io.Reader // the connections' readers, the first's ctl
-	in    *vgpu.VM    // incoming, then resumed
+	lim  checkpoint.Limits // the reader's, set by the handshake
+	ctl  *bufio.Reader     // the first connection, once the handshake is over
+	pa   *checkpoint.ParallelApplier
+	data []io.Reader // the connections' readers, the first's ctl
+	in   *vgpu.VM    // incoming, then resumed
 	// post is the post-copy, if the source left pages for it, and
 	// postPA its streams' applier once they opened.
 	post   *recvPostCopy
 	postPA *checkpoint.ParallelApplier
-	tally recvTally
-	round int // rounds applied
+	tally  recvTally
+	round  int // rounds applied
 }
 
 func (r *receiver) run() error {

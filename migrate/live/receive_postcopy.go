@@ -56,12 +56,12 @@ type recvPostCopy struct {
 	err     error             // the post-copy's failure, once it failed
 	// What the destination measured: each fault's wait, their sum, the
 	// requests sent, and the traffic of the pages landed, fetched or not.
-	waits            []time.Duration
-	stall            time.Duration
-	fetches          int64
-	pushed, faulted  migrate.Traffic
-	lastWire         int64
-	start, resumedAt time.Duration
+	waits           []time.Duration
+	stall           time.Duration
+	fetches         int64
+	pushed, faulted migrate.Traffic
+	lastWire        int64
+	start           time.Duration
 }
 
 // readOwed reads, after the first stream of a source that may switch over
@@ -377,4 +377,3 @@ func (r *receiver) strand() {
 	r.cfg.Lock.Unlock()
 	r.claim, r.in = nil, nil
 }
-
