@@ -3,6 +3,7 @@ package migrate
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,46 @@ func TestFaultLatencyPercentile(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCorePostCopyUnknownRate: a driver that knows no rate before its
+// first round (the live mode) switches over into post-copy at once with
+// its stun not known: the report holds zero, the event says so, and a
+// stun limit is not held against a figure nobody measured.
+func TestCorePostCopyUnknownRate(t *testing.T) {
+	c, err := NewCore(CoreConfig{VM: "vm", Policy: Policy{Mode: PostCopy, StunLimit: time.Second}, Framebuffers: 1, Devices: 1,
+		DeviceStateBytes: 1000, PageListBytes: 4096}, 0, "test")
+	must(t, err)
+	if a := c.Done(time.Millisecond); a.Kind != DoSwitchOver {
+		t.Fatalf("setup done: %+v (%v)", a, c.Err())
+	}
+	var detail string
+	for _, e := range c.Events() {
+		if e.Kind == SwitchedOver {
+			detail = e.Detail
+			if e.ExpectedStun != 0 {
+				t.Errorf("switchover event expects %v", e.ExpectedStun)
+			}
+		}
+	}
+	if rep := c.Report(); rep.ExpectedStun != 0 || rep.Switchover != NoPreCopy || !strings.Contains(detail, "not known") {
+		t.Fatalf("expected stun %v, switchover %v, event %q", rep.ExpectedStun, rep.Switchover, detail)
+	}
+}
+
+// TestCoreServedAndFaultWaits: the live source counts the pages it served
+// on demand (Served) and takes the destination's measured waits
+// (FaultWaits), which the report gives in place of its own.
+func TestCoreServedAndFaultWaits(t *testing.T) {
+	c := coreFixture(t, Policy{Mode: PostCopy})
+	for c.Phase() != PhasePostCopy {
+		c.Done(time.Millisecond)
+	}
+	c.Served([]Traffic{{Pages: 2, RawBytes: 8192, WireBytes: 100}, {Pages: 1, RawBytes: 4096, WireBytes: 50}})
+	c.FaultWaits(FaultWaits{Faults: 5, Fetches: 4, P50: time.Millisecond, P99: 3 * time.Millisecond, Max: 4 * time.Millisecond, Stall: -time.Second})
+	pc := c.Report().PostCopy
+	if pc.Faulted.Pages != 3 || pc.Faulted.WireBytes != 150 || pc.Faults != 5 || pc.Fetches != 4 || pc.FaultLatencyP50 != time.Millisecond ||
+		pc.FaultLatencyP99 != 3*time.Millisecond || pc.FaultLatencyMax != 4*time.Millisecond || pc.Stall != 0 {
+		t.Fatalf("post-copy account %+v", *pc)
+	}
 }

@@ -83,9 +83,10 @@ func (c *Core) RoundArrived(now time.Duration, dirty, usedFramebuffer Pages) Act
 }
 
 // switchOver ends pre-copy for why, unless the expected stun exceeds the
-// stun limit.
+// stun limit. A negative expected stun is not known (no rate measured
+// yet): the report holds zero and no limit is checked against it.
 func (c *Core) switchOver(now time.Duration, why Reason, expected time.Duration) Action {
-	c.rep.Switchover, c.rep.ExpectedStun = why, expected
+	c.rep.Switchover, c.rep.ExpectedStun = why, max(expected, 0)
 	if lim := c.cfg.Policy.StunLimit; lim > 0 && expected > lim {
 		c.post = nil // refused: no post-copy began
 		return c.Fail(now, fmt.Errorf("%w: expected stun %v at switchover, limit %v", ErrStunLimit, expected, lim))
@@ -94,15 +95,23 @@ func (c *Core) switchOver(now time.Duration, why Reason, expected time.Duration)
 	if c.post != nil {
 		into = " into post-copy"
 	}
-	c.enter(now, PhaseSwitchover, SwitchedOver, fmt.Sprintf("%v after %d round(s)%s; expected stun %v", why, c.round+1, into, expected))
-	c.history[len(c.history)-1].ExpectedStun = expected
+	stun := fmt.Sprintf("expected stun %v", expected)
+	if expected < 0 {
+		stun = "expected stun not known: no rate measured yet"
+	}
+	c.enter(now, PhaseSwitchover, SwitchedOver, fmt.Sprintf("%v after %d round(s)%s; %s", why, c.round+1, into, stun))
+	c.history[len(c.history)-1].ExpectedStun = max(expected, 0)
 	return Action{Kind: DoSwitchOver}
 }
 
 // switchToPostCopy ends pre-copy for why, into post-copy: the stun it
-// expects sends the page list and the device states at bandwidthBps.
+// expects sends the page list and the device states at bandwidthBps (not
+// known if zero: the live mode, before any round).
 func (c *Core) switchToPostCopy(now time.Duration, why Reason, bandwidthBps int64) Action {
 	c.post = &postCopyState{}
+	if bandwidthBps <= 0 {
+		return c.switchOver(now, why, -1)
+	}
 	in := c.cfg.inputs()
 	in.dirtyWireBytes, in.bandwidthBps = c.cfg.PageListBytes, bandwidthBps
 	return c.switchOver(now, why, in.estimate().Total)

@@ -135,6 +135,7 @@ func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.R
 		Workers:       d.p.engine.Workers,
 		EncryptionKey: d.p.key,
 		Lock:          d.runner,
+		OnResume:      d.postCopyWorkload,
 		Progress: func(p migrate.Event) {
 			switch p.Kind {
 			case migrate.RoundEnded:
@@ -148,6 +149,20 @@ func (d *destination) receive(ctx context.Context, conns []net.Conn) (*migrate.R
 	if err != nil {
 		printReport(d.out, rep)
 		return rep, err
+	}
+	if rep.PostCopy != nil {
+		// The VM ran here while its pages came: no digest of the source's
+		// can match it, but none of its pages may be missing.
+		d.runner.Lock()
+		absent := absentPages(in)
+		d.runner.Unlock()
+		printReport(d.out, rep)
+		if absent > 0 {
+			return rep, fmt.Errorf("%s: %d pages absent after the post-copy", in.ID(), absent)
+		}
+		fmt.Fprintf(d.out, "%s runs on %s with every page: %d followed in post-copy, %d touched before they came\n",
+			in.ID(), d.host.Name(), rep.PostCopy.OwedPages, rep.PostCopy.Faults)
+		return rep, nil
 	}
 	// Receive checked the regions against the stream's digests before the
 	// restore; hashing them again here, as the VM now stands, is the
@@ -180,4 +195,32 @@ func regionDigests(vm *vgpu.VM) ([]migrate.Digest, error) {
 		out = append(out, migrate.Digest(dg))
 	}
 	return out, nil
+}
+
+// postCopyWorkload gives the VM that resumed here a workload of -workload's
+// kind and runs the host, if the VM resumed with pages still to come: a
+// post-copy, during which the VM runs, touching pages before they came.
+// The workload's state stayed at the source (the stream carries memory and
+// device state), so it starts afresh on the VM's memory.
+func (d *destination) postCopyWorkload(in *vgpu.VM) {
+	d.runner.Lock()
+	w, err := newWorkload(d.p)
+	if absentPages(in) > 0 && in.State() == vgpu.VMRunning && w != nil && err == nil {
+		err = in.SetWorkload(w)
+	}
+	d.runner.Unlock()
+	if err != nil {
+		fmt.Fprintf(d.out, "no workload for %s while its pages come: %v\n", in.ID(), err)
+		return
+	}
+	d.runner.Start()
+}
+
+// absentPages counts the pages of vm's regions that have not come.
+func absentPages(vm *vgpu.VM) int {
+	n := 0
+	for _, r := range append([]*memory.Region{vm.RAM()}, vm.Framebuffers()...) {
+		n += r.AbsentPages()
+	}
+	return n
 }

@@ -57,7 +57,11 @@ func runLoopback(ctx context.Context, p params, jsonPath string, stdout, stderr 
 	if dstErr != nil && !(srcErr != nil && (errors.Is(dstErr, errSourceFailed) || outer.Err() != nil)) {
 		errs = append(errs, fmt.Errorf("dst: %w", dstErr))
 	}
-	if srcErr == nil && dstErr == nil {
+	if srcErr == nil && dstErr == nil && dstRep.PostCopy != nil {
+		// The destination checked that every page came; the VM ran there
+		// meanwhile, so there is no digest to compare.
+		fmt.Fprintln(stdout, "every page landed")
+	} else if srcErr == nil && dstErr == nil {
 		if len(srcRep.RegionDigests) == 0 || !slices.Equal(srcRep.RegionDigests, dstRep.RegionDigests) {
 			errs = append(errs, errors.New("digests differ"))
 		} else {

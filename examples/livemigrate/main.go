@@ -18,14 +18,17 @@
 //
 //	go run ./examples/livemigrate -listen ADDR [-serve] [-conns N] [-workers N] [-timeout D] [-json FILE]
 //	go run ./examples/livemigrate -send ADDR [-profile NAME] [-ram SIZE] [-workload KIND] [-dirty RATE]
-//	        [-warmup D] [-conns N] [-workers N] [-mode precopy|legacy] [-codec none|s2|zstd|auto]
+//	        [-warmup D] [-conns N] [-workers N] [-mode precopy|legacy|postcopy|hybrid] [-codec none|s2|zstd|auto]
 //	        [-stun-target D] [-timeout D] [-json FILE]
 //	go run ./examples/livemigrate -loopback [source flags]
 //
 // Sizes take binary units (512MiB, 2GiB) or decimal ones (64MB). Both ends
 // must use the same -conns: the destination refuses a stream spread over a
 // number of connections other than its own. The stream carries memory and
-// device state, not the workload, so the VM runs idle at the destination.
+// device state, not the workload, so the VM runs idle at the destination,
+// but in post-copy: there the destination gives the VM a workload of its
+// own -workload as it resumes, so that it touches pages that have not come
+// yet, and prints the faults it took.
 package main
 
 import (
@@ -62,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	serve := fs.Bool("serve", false, "with -listen, keep taking migrations in until interrupted")
 	jsonPath := fs.String("json", "", "also write the report as JSON to `FILE` (with -loopback, both sides')")
 	profile := fs.String("profile", p.profile.Name, "the VM's vGPU type, `NAME` as P40-1Q or nvidia-51")
-	mode := fs.String("mode", "precopy", "`precopy` pre-copies the framebuffer with guest RAM; legacy sends it during the stun")
+	mode := fs.String("mode", "precopy", "`precopy` pre-copies the framebuffer with guest RAM; legacy sends it during the stun;\npostcopy resumes the VM at the destination at once and its pages follow; hybrid pre-copies, then post-copies if pre-copy does not converge")
 	codec := fs.String("codec", "zstd", "page compression: none, s2, `zstd` (at its fastest) or auto, chosen batch by batch from the measured link and encoder rates")
 	fs.StringVar(&p.vmID, "vm", p.vmID, "the VM's `ID`")
 	fs.Var(&p.ramBytes, "ram", "the VM's guest RAM, `SIZE` as 512MiB or 2GiB")
@@ -173,6 +176,7 @@ type params struct {
 	warmup           time.Duration
 	conns            int
 	mode             migrate.Mode
+	hybrid           bool // pre-copy, then post-copy if it does not converge
 	stunTarget       time.Duration
 	engine           migrate.EngineConfig
 	codec            migrate.Codec

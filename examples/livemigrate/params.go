@@ -31,12 +31,18 @@ func (p *params) set(profile, mode, codec string) error {
 	// "precopy", the flag's default, and any case are the flag's own
 	// spellings, kept for the command lines written with them: package
 	// migrate parses only the names the modes print.
+	// "hybrid" pre-copies and switches over into post-copy if pre-copy
+	// does not converge.
 	m := strings.ToLower(mode)
-	if m == "precopy" {
+	p.hybrid = m == "hybrid"
+	switch m {
+	case "precopy", "hybrid":
 		m = migrate.PreCopy.String()
+	case "postcopy":
+		m = migrate.PostCopy.String()
 	}
 	if p.mode, err = migrate.ParseMode(m); err != nil {
-		return fmt.Errorf("-mode %q: want precopy or legacy", mode)
+		return fmt.Errorf("-mode %q: want precopy, legacy, postcopy or hybrid", mode)
 	}
 	if p.codec, err = migrate.ParseCodec(strings.ToLower(codec)); err != nil {
 		return fmt.Errorf("-codec %q: want none, s2, zstd or auto", codec)
@@ -177,4 +183,13 @@ func (b byteSize) String() string {
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"
+}
+
+// policy is the migration's policy as the flags set it.
+func (p params) policy() migrate.Policy {
+	pol := migrate.Policy{Mode: p.mode, StunTarget: p.stunTarget}
+	if p.hybrid {
+		pol.OnNonConvergence = migrate.SwitchToPostCopy
+	}
+	return pol
 }

@@ -74,7 +74,7 @@ func runSource(ctx context.Context, p params, addr string, out io.Writer) (rep *
 	// still open, and done with.
 	defer closeAll(conns)
 	prog := &sourceProgress{out: out}
-	rep, err = live.Send(ctx, vm, readWriters(conns), live.SendConfig{Policy: migrate.Policy{Mode: p.mode, StunTarget: p.stunTarget}, Engine: p.engine, AdaptiveCodec: p.codec == migrate.CodecAuto, Filtering: p.filters, Timeout: p.timeout, EncryptionKey: p.key, Lock: runner, Progress: prog.print})
+	rep, err = live.Send(ctx, vm, readWriters(conns), live.SendConfig{Policy: p.policy(), Engine: p.engine, AdaptiveCodec: p.codec == migrate.CodecAuto, Filtering: p.filters, Timeout: p.timeout, EncryptionKey: p.key, Lock: runner, Progress: prog.print})
 	printReport(out, rep)
 	if err != nil && rep != nil {
 		// A failed migration leaves the VM where it was, as it was.

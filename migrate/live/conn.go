@@ -65,6 +65,10 @@ func newTimedConn(rw io.ReadWriter, timeout time.Duration, minRate int64) *timed
 func (c *timedConn) deadline(now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.deadlineLocked(now)
+}
+
+func (c *timedConn) deadlineLocked(now time.Time) time.Time {
 	d := c.timeout
 	c.cut = cutByTimeout
 	if c.minRate > 0 {
@@ -122,25 +126,32 @@ func (c *timedConn) account(start time.Time, n int, err error) error {
 // leaves their waiting out of the minimum rate's account: the source's
 // post-copy reads the destination's fetches, which come when the VM
 // touches a page that has not arrived, beside the pushes, whose writes
-// bound the peer meanwhile.
+// bound the peer meanwhile. Turned off, the read waiting now, if any, is
+// bounded again from now on.
 func (c *timedConn) untimedReads(on bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.untimed = on
-	c.mu.Unlock()
+	if !on && c.rd != nil {
+		_ = c.rd.SetReadDeadline(c.deadlineLocked(time.Now()))
+	}
 }
 
 func (c *timedConn) Read(p []byte) (int, error) {
 	start := time.Now()
+	// The deadline is set under the lock, so that a read that found
+	// its reads untimed cannot clear the deadline untimedReads(false)
+	// set after.
 	c.mu.Lock()
 	untimed := c.untimed
-	c.mu.Unlock()
 	if c.rd != nil {
 		var dl time.Time
 		if !untimed {
-			dl = c.deadline(start)
+			dl = c.deadlineLocked(start)
 		}
 		_ = c.rd.SetReadDeadline(dl)
 	}
+	c.mu.Unlock()
 	n, err := c.rw.Read(p)
 	if untimed {
 		start = time.Now() // none of the wait counts

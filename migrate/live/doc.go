@@ -34,6 +34,24 @@
 //	                               <-------- resumed: run state, throttle
 //	VM destroyed at the source
 //
+// A source that may switch over into post-copy (see Post-copy) says so in
+// its hello, and its stun differs:
+//
+//	a checkpoint stream on every conn -----> as above, but the stun sends
+//	  the stun's device states, no digests   no page and no digest
+//	owed: how many pages follow, in -------> the pages marked absent;
+//	how many bitmaps; the bitmaps            none: the rest as above
+//	                               <-------- ready
+//	commit                         -------->
+//	                               <-------- resumed; the VM runs here
+//	a second stream on every conn  -------->
+//	  the pages that follow, each once,      landed as they come; a page
+//	  a fetched one first                    touched first is asked for:
+//	                               <-------- fetch: region, page
+//	                               <-------- landed: every page is here,
+//	                                         and the faults' waits
+//	VM destroyed at the source
+//
 // Every message after the challenge carries a tag, an HMAC under its
 // sender's key of the whole conversation so far, and is decoded strictly;
 // the stream is sealed under a key of this migration alone, and its id is
@@ -102,6 +120,45 @@
 // copy paused, unchanged and held (vgpu.VM.ResolveMigration ends the hold)
 // and returns migrate.ErrInDoubt, so that there are never two running
 // copies and never none.
+//
+// # Post-copy
+//
+// With Policy.Mode migrate.PostCopy, or OnNonConvergence
+// migrate.SwitchToPostCopy when pre-copy does not converge, the Core
+// switches over early: the stun sends the device states and, instead of
+// the last dirty pages, their list, a bit a page of every region; the
+// destination marks those pages absent (memory.Region.SetAbsent) and
+// resumes the VM, handing it to ReceiveConfig.OnResume so that its owner
+// can run it while its pages come. The source then opens a second
+// checkpoint stream on every connection, its id and key drawn from the
+// whole conversation up to "resumed", and pushes the pages that follow,
+// each once, in region and page order, a few batches a connection at a
+// time. A guest access to a page that has not come sends "fetch" on the
+// first connection and waits for the page; the source serves the fetches
+// ahead of the next push (a fetch of a page already on its way is only
+// counted). Each page is marked present once stored (memory.Region.Arrive),
+// and a page that did not follow or came twice fails the migration, since
+// it would overwrite what the VM wrote since. When every page has landed
+// the destination says "landed", with the faults' waits it measured (the
+// source's report takes them, migrate.FaultWaits), and the source lets the
+// VM go. The stream the stun ends carries no digests: the destination's
+// memory moves on before the last page comes. Both reports hold a
+// migrate.PostCopyReport.
+//
+// Once the destination runs the VM neither end alone holds all of it, and
+// the live mode cannot yet take a lost connection back: a post-copy that
+// fails — a connection closed or stalled past the timeout, a bad stream or
+// message, a canceled context at either end — strands the VM, as the
+// Core's failure rule says (migrate.DoStrand). The destination destroys
+// its copy, whose pages can never all come, and an access waiting for a
+// page fails (memory.AbsentError); the source keeps its own copy as of the
+// stun, paused and held in doubt, for whoever manages the hosts to give
+// back (vgpu.VM.ResolveMigration(false)) or drop; both ends return an
+// error wrapping migrate.ErrVMLost. What the VM did at the destination is
+// lost with it; no VM is ever resumed with a page missing. The source's
+// reads of the fetches wait on no deadline while it pushes (the VM asks
+// when it touches a page, and the pushes' writes bound the peer), and the
+// destination's "landed" within the timeout once every page is sent.
 //
 // A VM has one migration at a time: a Send of a VM that another Send or a
 // simulated migration holds fails in PhaseSetup with migrate.ErrMigrating,

@@ -33,7 +33,7 @@ type postCopyWorld struct {
 	resumedOnRunning bool
 }
 
-func newPostCopyWorld(t *testing.T, w *counterWorkload) *postCopyWorld {
+func newPostCopyWorld(t testing.TB, w *counterWorkload) *postCopyWorld {
 	t.Helper()
 	src, dst := migtest.SmallPageHosts(t)
 	pw := &postCopyWorld{src: src, dst: dst, w: w}

@@ -246,8 +246,9 @@ func (pc *recvPostCopy) failLocked(cause error) {
 
 // postCopy lands the pages of the second streams, one on each connection,
 // until every page that followed has, and tells the source.
-// The streams open before the VM is handed to the caller's OnResume, so
-// that an access that waits for a page never waits on them.
+// The streams open and are applied before the VM is handed to the
+// caller's OnResume, so that an access there (a workload's start, say)
+// that waits for a page never waits on OnResume's return.
 func (r *receiver) postCopy(caller uint64) error {
 	pc := r.post
 	pc.start = r.since()
@@ -264,8 +265,17 @@ func (r *receiver) postCopy(caller uint64) error {
 		return err
 	}
 	r.postPA, pc.lastWire = pa, pa.Offset()
+	ran := make(chan error, 1)
+	go func() {
+		err := pa.Run(r.ctx)
+		if err != nil {
+			// An access waiting for a page, OnResume's too, fails now.
+			pc.fail(fmt.Errorf("%w: %w", migrate.ErrStream, err))
+		}
+		ran <- err
+	}()
 	r.onResume()
-	if err := pa.Run(r.ctx); err != nil {
+	if err := <-ran; err != nil {
 		return wrap(migrate.ErrStream, err)
 	}
 	if err := pa.Commit(); err != nil {

@@ -132,7 +132,8 @@ func (s *sender) postCopy() error {
 		}
 		// Every page is on the wire: the fetches still coming are for
 		// pages on their way, and the destination's word comes once they
-		// landed.
+		// landed, within the timeout.
+		s.conns[0].untimedReads(false)
 		for range fetches {
 		}
 		return nil
