@@ -141,7 +141,9 @@ const (
 	// DoStrand: the migration failed in post-copy (Action.Err, wrapping
 	// ErrVMLost): neither end holds the whole VM. Each end keeps what it
 	// still has, paused; nothing is resumed or freed but what the failure
-	// itself took.
+	// itself took. After PushedAll the error wraps ErrInDoubt instead: the
+	// destination may run the whole VM, and the source's copy waits,
+	// held, for whoever manages the hosts to ask it.
 	DoStrand
 )
 
@@ -410,8 +412,10 @@ func (c *Core) Holder() Holder { return c.handover.Holder() }
 //
 // In PhasePostCopy the VM runs at the destination with pages only the
 // source holds: nothing can be rolled back and the VM cannot be released
-// either. The error wraps ErrVMLost and the answer is DoStrand. (A lost
-// link is not a failure there: see LinkLost.)
+// either. The error wraps ErrVMLost and the answer is DoStrand; once every
+// page was sent (PushedAll) the destination may hold the whole VM, and the
+// error wraps ErrInDoubt instead. (A lost link is not a failure there: see
+// LinkLost.)
 //
 // From PhaseRelease on the destination has acknowledged the resume and the
 // VM is its own: nothing is rolled back. The cause is kept as a Notice and
@@ -425,7 +429,11 @@ func (c *Core) Fail(now time.Duration, cause error) Action {
 	}
 	if c.phase == PhasePostCopy {
 		c.handover.Stranded()
-		c.err = &PhaseError{VM: c.cfg.VM, Phase: c.phase, Err: wrap(ErrVMLost, cause)}
+		lost := ErrVMLost
+		if c.post.pushedAll {
+			lost = ErrInDoubt
+		}
+		c.err = &PhaseError{VM: c.cfg.VM, Phase: c.phase, Err: wrap(lost, cause)}
 		c.finish(now, PhaseFailed, Failed, c.err.Error())
 		return Action{Kind: DoStrand, Err: c.err}
 	}

@@ -46,6 +46,8 @@ type postCopyState struct {
 	latencies   []fetchLatency
 	pausedSince time.Duration // valid while paused
 	paused      bool
+	// pushedAll: every page that follows is on the wire (PushedAll).
+	pushedAll bool
 	// The latency percentiles as of the first cachedFetches fetches, so
 	// that a driver asking for the report at every event pays for them
 	// only when a fetch was added.
@@ -140,6 +142,18 @@ func (c *Core) Faulted(now time.Duration, byRegion []Traffic, first, step, stall
 	pc.rep.Fetches++
 	pc.rep.Stall += max(stall, 0)
 	pc.latencies = append(pc.latencies, fetchLatency{n: t.Pages, first: first, step: step})
+}
+
+// PushedAll records that every page that follows has been sent: the
+// destination may hold the whole VM from then on, though the source cannot
+// know it, so a failure after it leaves the VM in doubt (ErrInDoubt) rather
+// than lost (see Fail). The live source says it when its second streams
+// have ended; the simulator, whose pages arrive on its own clock, never
+// needs to.
+func (c *Core) PushedAll() {
+	if c.phase == PhasePostCopy && c.post != nil {
+		c.post.pushedAll = true
+	}
 }
 
 // Served records pages the source sent ahead of its push because the

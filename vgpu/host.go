@@ -348,16 +348,21 @@ func (h *Host) advance(d time.Duration) error {
 		if err := h.endStalls(); err != nil {
 			return err
 		}
+		h.pauseLost()
 		for _, vm := range h.vms {
 			if w := vm.active(); w != nil {
-				if err := w.AdvanceTo(&vm.env, t); err != nil {
+				if err := w.AdvanceTo(&vm.env, t); err != nil && !vm.losePage(err) {
 					return vm.hookError(w, "advance", err)
 				}
 			}
 		}
+		h.pauseLost()
 		for _, vm := range h.vms {
 			if w := vm.active(); w != nil && w.NextEvent() <= t {
 				if err := w.Fire(&vm.env); err != nil {
+					if vm.losePage(err) {
+						continue
+					}
 					return vm.hookError(w, "fire", err)
 				}
 				if w.NextEvent() <= t {
@@ -365,8 +370,23 @@ func (h *Host) advance(d time.Duration) error {
 				}
 			}
 		}
+		h.pauseLost()
 		if t == end {
 			return nil
+		}
+	}
+}
+
+// pauseLost pauses the VMs whose workloads met a page that could not come
+// (VM.losePage), between the stages of a step: the VM stops there, as a
+// guest whose memory access cannot complete does, and the host goes on.
+func (h *Host) pauseLost() {
+	for _, vm := range h.vms {
+		if vm.pageLost {
+			vm.pageLost = false
+			if vm.state == VMRunning {
+				_ = vm.pause()
+			}
 		}
 	}
 }

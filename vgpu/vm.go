@@ -128,6 +128,9 @@ type VM struct {
 	// when its latest stall ended). stallTotal is the time of the stalls
 	// that have ended.
 	stalled               bool
+	// pageLost: a workload hook met a page that could not come; the host
+	// pauses the VM once the step's stage ends (Host.pauseLost).
+	pageLost bool
 	stallFrom, stallUntil time.Duration
 	stallTotal            time.Duration
 }

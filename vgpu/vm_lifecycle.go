@@ -324,10 +324,24 @@ func (vm *VM) applyThrottle(f float64) error {
 
 // completed hands a finished job of vGPU dev to the workload.
 func (vm *VM) completed(dev int, c sched.Completion) error {
-	if w := vm.active(); w != nil {
-		if err := w.Complete(&vm.env, dev, c); err != nil {
+	if w := vm.active(); w != nil && !vm.pageLost {
+		if err := w.Complete(&vm.env, dev, c); err != nil && !vm.losePage(err) {
 			return vm.hookError(w, "complete", err)
 		}
 	}
 	return nil
+}
+
+// losePage reports whether err, a workload hook's failure, is an access to
+// a page that could not come (memory.ErrAbsent: the page's fault function
+// failed, as a post-copy destination's does once its migration failed),
+// and if so marks the VM for the host to pause: the VM cannot go on
+// without the page, and the host's other VMs can go on without the VM,
+// which its migration ends.
+func (vm *VM) losePage(err error) bool {
+	if !errors.Is(err, memory.ErrAbsent) {
+		return false
+	}
+	vm.pageLost = true
+	return true
 }

@@ -155,7 +155,11 @@
 // stun, paused and held in doubt, for whoever manages the hosts to give
 // back (vgpu.VM.ResolveMigration(false)) or drop; both ends return an
 // error wrapping migrate.ErrVMLost. What the VM did at the destination is
-// lost with it; no VM is ever resumed with a page missing. The source's
+// lost with it; no VM is ever resumed with a page missing. Once the source
+// has sent every page, the destination may have them all and run the VM
+// whole, its "landed" lost on the way: a failure then is in doubt at the
+// source (migrate.ErrInDoubt, its copy held as above), as after a lost
+// "resumed", and whoever manages the hosts asks the destination. The source's
 // reads of the fetches wait on no deadline while it pushes (the VM asks
 // when it touches a page, and the pushes' writes bound the peer), and the
 // destination's "landed" within the timeout once every page is sent.

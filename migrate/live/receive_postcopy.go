@@ -149,8 +149,10 @@ func (pc *recvPostCopy) fault(i int) memory.FaultFunc {
 			ch = make(chan struct{})
 			pc.waiting[key] = ch
 		}
-		ask := pc.fetched[i].Add(p)
+		// PageSet.Add reports a page in range, not one new to the set.
+		ask := !pc.fetched[i].Has(p)
 		if ask {
+			pc.fetched[i].Add(p)
 			pc.fetches++
 		}
 		pc.mu.Unlock()
@@ -201,10 +203,11 @@ func (pc *recvPostCopy) applied(a checkpoint.Applied) {
 	}
 	var fetched int
 	for _, p := range a.Indexes {
-		if !pc.owed[i].Has(p) || !pc.landed[i].Add(p) {
+		if !pc.owed[i].Has(p) || pc.landed[i].Has(p) {
 			pc.failLocked(fmt.Errorf("%w: page %d of region %d came in post-copy, and did not follow or came twice", migrate.ErrStream, p, i))
 			return
 		}
+		pc.landed[i].Add(p)
 		pc.count++
 		pc.regions[i].Arrive(p)
 		if pc.fetched[i].Has(p) {

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -116,20 +117,31 @@ func (s *sender) postCopy() error {
 	g, ctx := errgroup.WithContext(s.ctx)
 	fetches := make(chan fetch, fetchQueue)
 	done := make(chan landed, 1)
+	// The first failure is the cause. It closes the connections, so that
+	// the other goroutine's reads and writes return at once, and their
+	// failure on a connection closed under them must not stand for it.
+	var (
+		causeOnce sync.Once
+		cause     error
+	)
+	fail := func(err error) error {
+		causeOnce.Do(func() { cause = err })
+		s.conns.closeAll()
+		return err
+	}
 	g.Go(func() error {
 		defer close(fetches)
-		err := s.readFetches(ctx, fetches, done)
-		if err != nil {
-			s.conns.closeAll() // the pushes' writes return at once
+		if err := s.readFetches(ctx, fetches, done); err != nil {
+			return fail(err)
 		}
-		return err
+		return nil
 	})
 	g.Go(func() error {
-		err := s.push(ctx, fetches)
-		if err != nil {
-			s.conns.closeAll()
-			return err
+		if err := s.push(ctx, fetches); err != nil {
+			return fail(err)
 		}
+		// The destination may have every page from here on.
+		s.core.PushedAll()
 		// Every page is on the wire: the fetches still coming are for
 		// pages on their way, and the destination's word comes once they
 		// landed, within the timeout.
@@ -139,7 +151,7 @@ func (s *sender) postCopy() error {
 		return nil
 	})
 	if err := g.Wait(); err != nil {
-		return err
+		return cause
 	}
 	select {
 	case l := <-done:
@@ -321,7 +333,8 @@ func (s *sender) wireBytes() int64 {
 // lacks pages no end can give it any more, destroys its copy; this end
 // keeps its own, as of the stun, paused and held in doubt, for whoever
 // manages the hosts to give back (vgpu.VM.ResolveMigration). A VM is never
-// resumed with a page missing.
+// resumed with a page missing. (After every page was sent the destination
+// may have run the VM whole: the error then says in doubt, not lost.)
 func (s *sender) strand(a migrate.Action) (*migrate.Report, error) {
 	s.conns.closeAll()
 	s.cfg.Lock.Lock()
