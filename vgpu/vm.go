@@ -127,10 +127,10 @@ type VM struct {
 	// paused as in a pause, from stallFrom until stallUntil (after it,
 	// when its latest stall ended). stallTotal is the time of the stalls
 	// that have ended.
-	stalled               bool
+	stalled bool
 	// pageLost: a workload hook met a page that could not come; the host
 	// pauses the VM once the step's stage ends (Host.pauseLost).
-	pageLost bool
+	pageLost              bool
 	stallFrom, stallUntil time.Duration
 	stallTotal            time.Duration
 }
