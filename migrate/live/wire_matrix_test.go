@@ -26,6 +26,9 @@ import (
 // cell must end with one copy of the VM and at most one running, no
 // change of its run state or throttle that an end did not report, and a
 // typed error at each end that failed.
+//
+// Post-copy has a matrix of its own (wire_matrix_postcopy_test.go), on
+// the same man in the middle: its messages, its workload and its rule.
 
 // mitmMessages are the protocol's messages in the order they cross the
 // wire; "stream" is the checkpoint stream's first record, its metadata.
@@ -33,8 +36,9 @@ import (
 // migration of its own.
 var mitmMessages = []string{"offer", "challenge", "hello", "accept", "stream", "ready", "commit", "resumed", "refuse"}
 
-// fromSource says which way each message goes.
-var fromSource = map[string]bool{"offer": true, "hello": true, "stream": true, "commit": true}
+// fromSource says which way each message goes, post-copy's included.
+var fromSource = map[string]bool{"offer": true, "hello": true, "stream": true, "commit": true,
+	"owed": true, "bitmap": true, "postcopy-stream": true}
 
 type mitmAct int
 
@@ -73,19 +77,43 @@ type mitm struct {
 	// same key, and under another.
 	replay, forged map[string][]byte
 
+	// gate, where set, holds the post-copy stream back after its first
+	// record until the destination's first fetch has crossed, Receive
+	// has returned, or gateWait has passed: the destination then runs the
+	// VM with every page still absent, so that the first page its
+	// workload touches is surely fetched. Without it the push of a small
+	// VM may land every page before the workload touches one. The gate
+	// waits less than the timeout, which bounds the source's writes it
+	// holds up.
+	gate     bool
+	gateWait time.Duration
+	fetched  chan struct{} // closed by the destination's framer at its first fetch
+	received chan struct{} // closed once Receive returned
+
 	// The relay calls the rule one message at a time and the test reads
 	// these once it is closed: they need no lock.
 	seen map[string][]byte // every message that crossed, by name
 	hit  bool              // the target crossed
 }
 
-// mitmFramer frames what one end writes, unit by unit as wireParser
-// splits it, and names the units mitmMessages names. The source is the
-// relay's side a.
-func mitmFramer(from vgpusimtest.Side) vgpusimtest.Framer {
+// framer frames what one end writes, unit by unit as wireParser splits
+// it, and names the units the matrices target. The source is the relay's
+// side a.
+//
+// A source that may switch over into post-copy writes, after its first
+// stream's end, control messages again — owed, the page bitmaps, and
+// then the commit — and, once it has read the destination's resumed, a
+// second checkpoint stream on the same connection, which wireParser does
+// not know of: the commit moves it on to a stream header. (A pre-copy
+// source writes nothing after its commit.) The destination writes
+// control messages only: the challenge, accept, ready and resumed, and in
+// post-copy its fetches and landed. Messages are named by their type,
+// the first of several (a bitmap, a fetch) alone; a record by its place,
+// the first of each stream, its metadata.
+func (m *mitm) framer(from vgpusimtest.Side) vgpusimtest.Framer {
 	source := from == mitmSource
 	p := newWireParser(source)
-	messages := 0
+	streams, records, bitmaps, fetches := 0, 0, 0, 0
 	return func(pending []byte) (int, string, error) {
 		u, ok := p.parse(pending, 0)
 		if !ok {
@@ -95,21 +123,59 @@ func mitmFramer(from vgpusimtest.Side) vgpusimtest.Framer {
 			return 0, "", fmt.Errorf("a %d-byte unit", u.end)
 		}
 		name := ""
-		switch {
-		case u.kind == unitPreamble:
+		switch u.kind {
+		case unitPreamble:
 			name = "offer"
-		case u.kind == unitRecord && u.typ == 0x0001:
-			name = "stream"
-		case u.kind == unitMessage && msgType(u.typ) == msgRefuse:
-			name = "refuse"
-		case u.kind == unitMessage && source:
-			name = map[int]string{0: "hello", 1: "commit"}[messages]
-			messages++
-		case u.kind == unitMessage:
-			name = map[int]string{0: "challenge", 1: "accept", 2: "ready", 3: "resumed"}[messages]
-			messages++
+		case unitStreamHeader:
+			streams, records = streams+1, 0
+		case unitRecord:
+			records++
+			switch {
+			case records == 1 && streams == 1:
+				name = "stream"
+			case records == 1 && streams == 2:
+				name = "postcopy-stream"
+			case records == 2 && streams == 2:
+				m.waitForFetch()
+			}
+		case unitMessage:
+			switch typ := msgType(u.typ); typ {
+			case msgOwedBits:
+				if bitmaps++; bitmaps == 1 {
+					name = "bitmap"
+				}
+			case msgFetch:
+				if fetches++; fetches == 1 {
+					name = "fetch"
+					if m.fetched != nil {
+						close(m.fetched)
+					}
+				}
+			case msgCommit:
+				name = "commit"
+				p.stage = unitStreamHeader
+			case msgHello, msgAccept, msgRefuse, msgReady, msgResumed, msgChallenge, msgOwed, msgLanded:
+				name = typ.String()
+			}
 		}
 		return int(u.end), name, nil
+	}
+}
+
+// waitForFetch holds the source's post-copy stream up, if m gates it,
+// until the destination's first fetch, the end of Receive or gateWait.
+// It runs on the relay's goroutine for the source's bytes, which reads
+// nothing from the source meanwhile; the destination's side goes on.
+func (m *mitm) waitForFetch() {
+	if !m.gate {
+		return
+	}
+	t := time.NewTimer(m.gateWait)
+	defer t.Stop()
+	select {
+	case <-m.fetched:
+	case <-m.received:
+	case <-t.C:
 	}
 }
 
@@ -157,14 +223,25 @@ func (m *mitm) forge(name string, b []byte) []byte {
 		"commit":  `{"resume":true,"throttle":0}`,
 		"resumed": `{"running":true,"throttle":0}`,
 		"refuse":  `{"code":"busy","message":"forged"}`,
+		// Post-copy: one page follows, in one bitmap; page 0 is fetched;
+		// every page landed.
+		"owed":   `{"pages":1,"chunks":1}`,
+		"fetch":  `{"region":0,"page":0}`,
+		"landed": `{"faults":0,"fetches":0,"p50_ns":0,"p99_ns":0,"max_ns":0,"stall_ns":0}`,
 	}
 	switch name {
 	case "offer":
 		_, _ = rand.Read(b[preambleBytes+1:])
 	case "challenge":
 		_, _ = rand.Read(b[msgHeaderBytes+1:])
-	case "stream":
+	case "stream", "postcopy-stream":
 		return m.forged[name]
+	case "bitmap":
+		// Every page of the bitmap's span follows.
+		for i := msgHeaderBytes + owedChunkHeader; i < len(b)-tagBytes; i++ {
+			b[i] = 0xff
+		}
+		_, _ = rand.Read(b[len(b)-tagBytes:])
 	default:
 		if js, ok := body[name]; ok {
 			b = append(b[:1], 0, 0, 0, 0)
@@ -196,7 +273,7 @@ func mitmRun(t *testing.T, m *mitm, key []byte, timeout time.Duration) (vm *vgpu
 	vm = smallVM(t, src, "mitm")
 	must(t, vm.SetThrottle(mitmOwnerThrottle))
 	m.seen = map[string][]byte{}
-	sEnd, dEnd, relay := vgpusimtest.NewRelayPipe(vgpusimtest.RelayPlan{Framing: mitmFramer, Rule: m.rule})
+	sEnd, dEnd, relay := vgpusimtest.NewRelayPipe(vgpusimtest.RelayPlan{Framing: m.framer, Rule: m.rule})
 	scfg := SendConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
 	rcfg := ReceiveConfig{EncryptionKey: key, Timeout: timeout, DigestWorkers: 1}
 	if m.target == "refuse" {
