@@ -52,9 +52,23 @@ func newPostCopyWorld(t testing.TB, w *counterWorkload) *postCopyWorld {
 	return pw
 }
 
+// dirtyAtStun, the source's Progress, moves the source host on a
+// millisecond as the stun begins, before the pause: the counter rewrites
+// pages then, so that the hybrid's stun always leaves pages to follow,
+// however soon after the last round the Runner's ticks fall.
+func (pw *postCopyWorld) dirtyAtStun(e migrate.Event) {
+	if e.Kind == migrate.StunStarted {
+		pw.srcRun.Lock()
+		defer pw.srcRun.Unlock()
+		if err := pw.src.Advance(time.Millisecond); err != nil {
+			panic(err)
+		}
+	}
+}
+
 // configs are the two ends' configurations for policy.
 func (pw *postCopyWorld) configs(p migrate.Policy, key []byte) (SendConfig, ReceiveConfig) {
-	sc := SendConfig{Policy: p, Engine: migrate.EngineConfig{Workers: 2}, EncryptionKey: key, Lock: pw.srcRun}
+	sc := SendConfig{Policy: p, Engine: migrate.EngineConfig{Workers: 2}, EncryptionKey: key, Lock: pw.srcRun, Progress: pw.dirtyAtStun}
 	rc := ReceiveConfig{EncryptionKey: key, Lock: pw.dstRun, OnResume: func(in *vgpu.VM) {
 		pw.resumedMu.Lock()
 		pw.resumedCalls++
