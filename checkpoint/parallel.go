@@ -60,8 +60,19 @@ type ParallelOptions struct {
 	// Continue says the streams continue others into the same regions,
 	// as NewContinuingApplier's stream does: the regions are not
 	// scrubbed first, and keep what they hold beside what these streams
-	// send. Abort still scrubs them.
+	// send. Nor are they scrubbed on a failure or by Abort: they may hold
+	// a VM that runs on them meanwhile (a post-copy's), which is the
+	// caller's to stop and dispose of.
 	Continue bool
+	// Accept, if set, is asked about each page batch before its pages
+	// are stored: region's pages indexes (in increasing order; the
+	// slice is the applier's, valid during the call only). An error
+	// refuses the batch, stores none of it, and fails the streams
+	// (ErrMalformed, wrapping it): a post-copy's destination refuses a
+	// page it did not ask for, or one that came already, before it
+	// overwrites what the VM wrote there. It is called from the workers,
+	// several at once, and must not block.
+	Accept func(region uint32, indexes []int) error
 }
 
 // Applied is what a ParallelApplier tells of a record it applied.
@@ -289,8 +300,10 @@ func (p *ParallelApplier) Run(ctx context.Context) error {
 	defer p.mu.Unlock()
 	if p.err != nil {
 		// Every goroutine has let go of the regions.
-		for _, r := range p.dst {
-			_ = r.Scrub()
+		if !p.opts.Continue {
+			for _, r := range p.dst {
+				_ = r.Scrub()
+			}
 		}
 		return p.err
 	}
@@ -400,9 +413,9 @@ func (p *ParallelApplier) Commit() error {
 	return newError(ErrState, p.Offset(), -1, "streams not verified")
 }
 
-// Abort gives up the streams: the destination regions are scrubbed. It
-// does nothing after Commit, and is harmless after a failure. It must not
-// be called while Run runs.
+// Abort gives up the streams: the destination regions are scrubbed (but
+// with ParallelOptions.Continue). It does nothing after Commit, and is
+// harmless after a failure. It must not be called while Run runs.
 func (p *ParallelApplier) Abort() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -411,6 +424,9 @@ func (p *ParallelApplier) Abort() {
 	}
 	p.state, p.err, p.devices = failed, newError(ErrState, p.Offset(), -1, "aborted"), nil
 	for _, r := range p.dst {
+		if p.opts.Continue {
+			break
+		}
 		_ = r.Scrub()
 	}
 }

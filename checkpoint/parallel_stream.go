@@ -218,6 +218,11 @@ func (p *ParallelApplier) apply(bd *BatchDecoder, j *batchJob) error {
 	if err != nil {
 		return err
 	}
+	if p.opts.Accept != nil {
+		if err := p.opts.Accept(b.Region, b.idx); err != nil {
+			return newError(ErrMalformed, j.rec.Offset, int64(j.rec.Seq), "region %d: a batch its reader refuses", b.Region).withCause(err)
+		}
+	}
 	if err := storeBatch(b, p.dst[b.region], &bd.page); err != nil {
 		return storeError(err, j.rec.Offset, int64(j.rec.Seq), b.Region)
 	}

@@ -304,6 +304,11 @@ func (h *Host) nextGeneration(parent uint64) uint64 {
 // exact time and its latency is right. Because every event time is a
 // function of the workloads' and stalls' state alone, splitting an
 // Advance into many smaller ones gives the same result as one call.
+//
+// A workload hook that fails fails Advance, but for an access to a page
+// that cannot come (memory.ErrAbsent: its fault function failed, as a
+// failed post-copy's destination's does): that VM is paused where its
+// step stopped, and the host goes on with the others.
 func (h *Host) Advance(d time.Duration) error {
 	if h.clock != nil {
 		return fmt.Errorf("%w: host %q is driven by %s", ErrDriven, h.cfg.Name, h.clock.driver)

@@ -180,7 +180,10 @@ type ReceiveConfig struct {
 	// here paused, if it was paused at the source), before Receive
 	// returns: in post-copy, while its pages that follow are still
 	// coming, so that its owner can give it its workload and run it
-	// meanwhile. Accesses to a page that has not come wait for it.
+	// meanwhile. Accesses to a page that has not come, OnResume's own
+	// included, wait for it (at most Timeout), and fail if the migration
+	// fails; the pages land, and the source hears that they did, whether
+	// OnResume has returned or not. Receive returns after it.
 	OnResume func(*vgpu.VM)
 }
 

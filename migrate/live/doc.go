@@ -130,30 +130,37 @@
 // destination marks those pages absent (memory.Region.SetAbsent) and
 // resumes the VM, handing it to ReceiveConfig.OnResume so that its owner
 // can run it while its pages come. The source then opens a second
-// checkpoint stream on every connection, its id and key drawn from the
-// whole conversation up to "resumed", and pushes the pages that follow,
+// checkpoint stream on every connection, its id drawn from the whole
+// conversation up to "resumed" and its key the migration's for an index
+// no first stream has, and pushes the pages that follow,
 // each once, in region and page order, a few batches a connection at a
 // time. A guest access to a page that has not come sends "fetch" on the
 // first connection and waits for the page; the source serves the fetches
 // ahead of the next push (a fetch of a page already on its way is only
 // counted). Each page is marked present once stored (memory.Region.Arrive),
-// and a page that did not follow or came twice fails the migration, since
-// it would overwrite what the VM wrote since. When every page has landed
+// and a batch with a page that did not follow or came already is refused
+// before it is stored (checkpoint.ParallelOptions.Accept), failing the
+// migration, since it would overwrite what the VM wrote since; an access
+// waits for a page it asked for at most ReceiveConfig.Timeout. When every
+// page has landed
 // the destination says "landed", with the faults' waits it measured (the
 // source's report takes them, migrate.FaultWaits), and the source lets the
 // VM go. The stream the stun ends carries no digests: the destination's
 // memory moves on before the last page comes. Both reports hold a
-// migrate.PostCopyReport.
+// migrate.PostCopyReport: the destination counts as faulted every page it
+// asked for, the source only those it sent ahead of the push.
 //
 // Once the destination runs the VM neither end alone holds all of it, and
 // the live mode cannot yet take a lost connection back: a post-copy that
 // fails — a connection closed or stalled past the timeout, a bad stream or
 // message, a canceled context at either end — strands the VM, as the
 // Core's failure rule says (migrate.DoStrand). The destination destroys
-// its copy, whose pages can never all come, and an access waiting for a
-// page fails (memory.AbsentError); the source keeps its own copy as of the
-// stun, paused and held in doubt, for whoever manages the hosts to give
-// back (vgpu.VM.ResolveMigration(false)) or drop; both ends return an
+// its copy, whose pages can never all come; an access waiting for a page
+// fails at once (memory.AbsentError), and a workload that meets one
+// pauses its VM while its host goes on (vgpu.Host.Advance); the source
+// keeps its own copy as of the stun, paused and held in doubt, for
+// whoever manages the hosts to give back
+// (vgpu.VM.ResolveMigration(false)) or drop; both ends return an
 // error wrapping migrate.ErrVMLost. What the VM did at the destination is
 // lost with it; no VM is ever resumed with a page missing. Once the source
 // has sent every page, the destination may have them all and run the VM

@@ -33,7 +33,15 @@ import (
 // a *PhaseError. A failure after the commit was read (the VM would not
 // resume) keeps the VM, which is the destination's: Receive returns it
 // with the error, and the source, not acknowledged, keeps its copy paused.
-// The incoming VM has no workload; the caller gives it one.
+// The incoming VM has no workload; the caller gives it one, in
+// ReceiveConfig.OnResume or once Receive returned.
+//
+// In post-copy (see the package doc) the stream the stun ends carries no
+// digests; the VM resumes with the pages that follow absent, OnResume
+// runs while they land, and Receive returns once every page has landed
+// and OnResume has returned. A failure from the commit on then destroys
+// the VM, which lacks pages that can never come: Receive returns no VM and
+// an error wrapping migrate.ErrVMLost.
 func Receive(ctx context.Context, host *vgpu.Host, conns []io.ReadWriter, cfg ReceiveConfig) (*vgpu.VM, *migrate.Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -153,7 +161,12 @@ func (r *receiver) run() error {
 	err = r.in.SetThrottle(c.Throttle)
 	if err == nil && r.post != nil {
 		// Claimed, the VM cannot be migrated on while pages are missing.
-		r.claim, err = r.in.ClaimMigration()
+		// Its pages are marked absent here, under the host's lock with
+		// the resume, so that no access of its owner's waits for a page
+		// while this end needs the lock.
+		if r.claim, err = r.in.ClaimMigration(); err == nil {
+			err = r.markAbsent()
+		}
 	}
 	if err == nil && c.Resume {
 		err = r.in.Resume()
@@ -164,7 +177,13 @@ func (r *receiver) run() error {
 		// The source, not hearing back, keeps its copy paused.
 		return wrap(migrate.ErrDestination, err)
 	}
-	if err := r.conv.write(msgResumed, ack); err != nil {
+	err = r.conv.write(msgResumed, ack)
+	if r.post != nil {
+		// The fetches, which waited for it, go after the acknowledgement
+		// and the second streams' ids drawn up to it.
+		r.post.ready(r.conv.t, h.StreamID, len(r.conns), err)
+	}
+	if err != nil {
 		if r.post != nil {
 			return err // the pages that follow will not come
 		}
@@ -179,7 +198,7 @@ func (r *receiver) run() error {
 		r.onResume()
 		return nil
 	}
-	return r.postCopy(h.StreamID)
+	return r.postCopy()
 }
 
 // onResume hands the VM to the caller's OnResume, if any.
@@ -367,11 +386,6 @@ func (r *receiver) restore() error {
 	}
 	r.cfg.Lock.Lock()
 	defer r.cfg.Lock.Unlock()
-	if r.post != nil {
-		if err := r.markAbsent(); err != nil {
-			return err
-		}
-	}
 	if err := r.in.Restore(states); err != nil {
 		return wrap(migrate.ErrDestination, err)
 	}

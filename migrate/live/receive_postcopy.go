@@ -42,18 +42,23 @@ type recvPostCopy struct {
 	convMu sync.Mutex
 	ended  bool
 	stop   func() // closes the connections, on a failure of the accesses' own
+	// timeout bounds an access's wait for a page it asked for.
+	timeout time.Duration
 	// ids are the second streams' ids, drawn from the conversation up
-	// to the resume's acknowledgement.
-	ids [][checkpoint.StreamIDSize]byte
+	// to the resume's acknowledgement; acked is closed once they are
+	// (ready), and no fetch goes before.
+	ids   [][checkpoint.StreamIDSize]byte
+	acked chan struct{}
 
 	mu sync.Mutex
-	// landed holds, by region, the pages landed so far, and waiting the
-	// accesses waiting for a page not yet landed, by region and page.
-	landed  []*memory.PageSet
-	count   int64
-	waiting map[[2]int]chan struct{}
-	fetched []*memory.PageSet // the pages asked for
-	err     error             // the post-copy's failure, once it failed
+	// accepted holds, by region, the pages the second streams brought
+	// to be stored (accept), and landed those stored (applied); waiting
+	// the accesses waiting for a page not yet landed, by region and page.
+	accepted, landed []*memory.PageSet
+	count            int64
+	waiting          map[[2]int]chan struct{}
+	fetched          []*memory.PageSet // the pages asked for
+	err              error             // the post-copy's failure, once it failed
 	// What the destination measured: each fault's wait, their sum, the
 	// requests sent, and the traffic of the pages landed, fetched or not.
 	waits           []time.Duration
@@ -98,9 +103,10 @@ func (r *receiver) readOwed() error {
 	if err := rd.done(o.Pages); err != nil {
 		return err
 	}
-	pc := &recvPostCopy{regions: regs, owed: rd.sets, pages: o.Pages, clock: r.cfg.Clock,
-		waiting: make(map[[2]int]chan struct{})}
+	pc := &recvPostCopy{regions: regs, owed: rd.sets, pages: o.Pages, clock: r.cfg.Clock, timeout: r.cfg.Timeout,
+		waiting: make(map[[2]int]chan struct{}), acked: make(chan struct{})}
 	for _, reg := range regs {
+		pc.accepted = append(pc.accepted, memory.NewPageSet(reg.Pages()))
 		pc.landed = append(pc.landed, memory.NewPageSet(reg.Pages()))
 		pc.fetched = append(pc.fetched, memory.NewPageSet(reg.Pages()))
 	}
@@ -157,12 +163,22 @@ func (pc *recvPostCopy) fault(i int) memory.FaultFunc {
 		}
 		pc.mu.Unlock()
 		if ask {
+			<-pc.acked
 			if err := pc.write(msgFetch, fetch{Region: i, Page: p}, false); err != nil {
 				pc.fail(fmt.Errorf("%w: asking for page %d of region %d: %w", migrate.ErrConnection, p, i, err))
 				pc.stop() // the streams' reads fail too
 			}
 		}
-		<-ch
+		// A source that goes on pushing other pages but never this one
+		// would hold the access, and the host it runs on, for ever.
+		timer := time.NewTimer(pc.timeout)
+		select {
+		case <-ch:
+		case <-timer.C:
+			pc.fail(fmt.Errorf("%w: page %d of region %d, asked for, did not come within %v", migrate.ErrConnection, p, i, pc.timeout))
+			pc.stop()
+		}
+		timer.Stop()
 		pc.mu.Lock()
 		defer pc.mu.Unlock()
 		if !pc.landed[i].Has(p) {
@@ -183,14 +199,44 @@ func (pc *recvPostCopy) write(typ msgType, v any, last bool) error {
 	if pc.ended {
 		return nil
 	}
+	pc.mu.Lock()
+	err := pc.err
+	pc.mu.Unlock()
+	if err != nil {
+		return err // the connections are closing
+	}
 	pc.ended = last
 	return pc.conv.write(typ, v)
 }
 
-// applied lands the pages of a batch of the second streams, stored by
-// now: each is marked present, and the accesses waiting for it go on. A
-// page that did not follow, or came twice, would overwrite what the VM
-// wrote since: the source broke the protocol, and the migration fails.
+// accept takes a batch of the second streams before its pages are
+// stored (checkpoint.ParallelOptions.Accept): a page that did not follow,
+// or came already, would overwrite what the VM wrote since, so the source
+// broke the protocol, and the batch is refused and the migration fails.
+// Each page accepted is stored once.
+func (pc *recvPostCopy) accept(region uint32, indexes []int) error {
+	i := int(region)
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.err != nil {
+		return pc.err
+	}
+	for _, p := range indexes {
+		if !pc.owed[i].Has(p) || pc.accepted[i].Has(p) {
+			err := fmt.Errorf("%w: page %d of region %d came in post-copy, and did not follow or came already", migrate.ErrStream, p, i)
+			pc.failLocked(err)
+			return err
+		}
+	}
+	for _, p := range indexes {
+		pc.accepted[i].Add(p)
+	}
+	return nil
+}
+
+// applied lands the pages of a batch of the second streams, accepted and
+// stored by now: each is marked present, and the accesses waiting for it
+// go on.
 func (pc *recvPostCopy) applied(a checkpoint.Applied) {
 	if a.Type != checkpoint.RecordPageBatch {
 		return
@@ -203,10 +249,6 @@ func (pc *recvPostCopy) applied(a checkpoint.Applied) {
 	}
 	var fetched int
 	for _, p := range a.Indexes {
-		if !pc.owed[i].Has(p) || pc.landed[i].Has(p) {
-			pc.failLocked(fmt.Errorf("%w: page %d of region %d came in post-copy, and did not follow or came twice", migrate.ErrStream, p, i))
-			return
-		}
 		pc.landed[i].Add(p)
 		pc.count++
 		pc.regions[i].Arrive(p)
@@ -247,51 +289,51 @@ func (pc *recvPostCopy) failLocked(cause error) {
 	}
 }
 
+// ready lets the fetches go once the resume's acknowledgement was written
+// (err nil; otherwise the post-copy has failed, and so does every access
+// that waits for a page): the second streams' ids are drawn from the
+// conversation up to it, before any fetch changes the conversation.
+func (pc *recvPostCopy) ready(t *transcript, caller uint64, conns int, err error) {
+	if err == nil {
+		for i := range conns {
+			pc.ids = append(pc.ids, t.streamID(caller, postCopyStreamIndex(i)))
+		}
+	} else {
+		pc.fail(fmt.Errorf("%w: acknowledging the resume: %w", migrate.ErrConnection, err))
+	}
+	close(pc.acked)
+}
+
 // postCopy lands the pages of the second streams, one on each connection,
-// until every page that followed has, and tells the source.
-// The streams open and are applied before the VM is handed to the
-// caller's OnResume, so that an access there (a workload's start, say)
-// that waits for a page never waits on OnResume's return.
-func (r *receiver) postCopy(caller uint64) error {
+// until every page that followed has, tells the source, and gives the VM
+// its whole memory back. The streams open and are applied before and
+// while the VM is handed to the caller's OnResume, so that an access
+// there (a workload's start, say) that waits for a page never waits on
+// OnResume's return, nor does the source's word.
+func (r *receiver) postCopy() error {
 	pc := r.post
 	pc.start = r.since()
 	r.rep.PostCopy.Start = pc.start
 	r.prog.emit(migrate.Event{Kind: migrate.PhaseStarted, At: pc.start, Phase: migrate.PhasePostCopy, Round: -1, WireBytes: r.wire(),
 		Detail: fmt.Sprintf("VM runs at the destination; %d pages follow", pc.pages)})
-	// The second streams' ids draw on the conversation up to the
-	// acknowledgement, before any fetch.
-	for i := range r.conns {
-		pc.ids = append(pc.ids, r.conv.t.streamID(caller, postCopyStreamIndex(i)))
-	}
 	pa, err := r.openPostCopyStreams()
 	if err != nil {
 		return err
 	}
 	r.postPA, pc.lastWire = pa, pa.Offset()
-	ran := make(chan error, 1)
+	type landing struct {
+		acct postCopyAccount
+		err  error
+	}
+	ran := make(chan landing, 1)
 	go func() {
-		err := pa.Run(r.ctx)
-		if err != nil {
-			// An access waiting for a page, OnResume's too, fails now.
-			pc.fail(fmt.Errorf("%w: %w", migrate.ErrStream, err))
-		}
-		ran <- err
+		acct, err := r.landAll(pa)
+		ran <- landing{acct, err}
 	}()
 	r.onResume()
-	if err := <-ran; err != nil {
-		return wrap(migrate.ErrStream, err)
-	}
-	if err := pa.Commit(); err != nil {
-		return wrap(migrate.ErrStream, err)
-	}
-	pc.mu.Lock()
-	if pc.err == nil && pc.count != pc.pages {
-		pc.failLocked(fmt.Errorf("%w: the post-copy streams ended with %d of %d pages landed", migrate.ErrStream, pc.count, pc.pages))
-	}
-	err = pc.err
-	pc.mu.Unlock()
-	if err != nil {
-		return err
+	res := <-ran
+	if res.err != nil {
+		return res.err
 	}
 	r.cfg.Lock.Lock()
 	for _, reg := range pc.regions {
@@ -300,15 +342,40 @@ func (r *receiver) postCopy(caller uint64) error {
 	r.claim.Release()
 	r.claim = nil
 	r.cfg.Lock.Unlock()
-	w := pc.account(r.since())
-	r.rep.PostCopy = w.report
-	l := landed{Faults: w.waits.Faults, Fetches: w.waits.Fetches, P50NS: int64(w.waits.P50), P99NS: int64(w.waits.P99),
-		MaxNS: int64(w.waits.Max), StallNS: int64(w.waits.Stall)}
+	r.rep.PostCopy = res.acct.report
+	return nil
+}
+
+// landAll applies the second streams to their end, checks that every page
+// that followed has landed, and says so to the source. A failure fails
+// every access waiting for a page at once.
+func (r *receiver) landAll(pa *checkpoint.ParallelApplier) (postCopyAccount, error) {
+	pc := r.post
+	if err := pa.Run(r.ctx); err != nil {
+		pc.fail(fmt.Errorf("%w: %w", migrate.ErrStream, err))
+		return postCopyAccount{}, wrap(migrate.ErrStream, err)
+	}
+	if err := pa.Commit(); err != nil {
+		pc.fail(fmt.Errorf("%w: %w", migrate.ErrStream, err))
+		return postCopyAccount{}, wrap(migrate.ErrStream, err)
+	}
+	pc.mu.Lock()
+	if pc.err == nil && pc.count != pc.pages {
+		pc.failLocked(fmt.Errorf("%w: the post-copy streams ended with %d of %d pages landed", migrate.ErrStream, pc.count, pc.pages))
+	}
+	err := pc.err
+	pc.mu.Unlock()
+	if err != nil {
+		return postCopyAccount{}, err
+	}
+	acct := pc.account(r.since())
+	w := acct.waits
+	l := landed{Faults: w.Faults, Fetches: w.Fetches, P50NS: int64(w.P50), P99NS: int64(w.P99), MaxNS: int64(w.Max), StallNS: int64(w.Stall)}
 	if err := pc.write(msgLanded, l, true); err != nil && r.cfg.Logger != nil {
 		// Every page is here: the VM is whole, whatever the source heard.
 		r.cfg.Logger.Warn("migrate: telling the source every page landed", "vm", r.rep.VM, "error", err)
 	}
-	return nil
+	return acct, nil
 }
 
 // postCopyAccount is the destination's account of a post-copy.
@@ -352,8 +419,15 @@ func (r *receiver) openPostCopyStreams() (*checkpoint.ParallelApplier, error) {
 	for i, reg := range regs {
 		refs[i] = checkpoint.RegionRef{ID: uint32(i), Region: reg}
 	}
-	popts := checkpoint.ParallelOptions{Workers: r.cfg.Workers, InFlight: r.cfg.InFlight, Stop: r.conns.closeAll,
-		Applied: r.post.applied, Continue: true}
+	// The first failure fails the accesses waiting for pages at once,
+	// before anything else happens; the regions, on which the VM runs,
+	// are left as they are (Continue).
+	stop := func() {
+		r.post.fail(fmt.Errorf("%w: the post-copy's streams failed", migrate.ErrStream))
+		r.conns.closeAll()
+	}
+	popts := checkpoint.ParallelOptions{Workers: r.cfg.Workers, InFlight: r.cfg.InFlight, Stop: stop,
+		Accept: r.post.accept, Applied: r.post.applied, Continue: true}
 	pa, err := checkpoint.NewParallelApplier(streams, opts, refs, popts)
 	if err != nil {
 		return nil, wrap(migrate.ErrStream, err)
@@ -372,12 +446,14 @@ func (r *receiver) openPostCopyStreams() (*checkpoint.ParallelApplier, error) {
 }
 
 // strand ends a post-copy that failed: the copy here lacks pages that can
-// never come, so it is destroyed; the source keeps its own, paused and
-// held in doubt.
+// never come, so it is paused and destroyed, under the host's lock; the
+// source keeps its own, paused and held in doubt. The report keeps the
+// post-copy's account up to the failure.
 func (r *receiver) strand() {
-	r.post.fail(fmt.Errorf("%w: the post-copy failed", migrate.ErrVMLost))
+	pc := r.post
+	pc.fail(fmt.Errorf("%w: the post-copy failed", migrate.ErrVMLost))
+	r.rep.PostCopy = pc.account(r.since()).report
 	if r.postPA != nil {
-		r.postPA.Abort()
 		_ = r.postPA.Close()
 	}
 	r.cfg.Lock.Lock()

@@ -35,9 +35,14 @@ const liveBufferBytes = 256 << 10
 // a canceled ctx, pre-copy that does not converge under the Abort policy —
 // Send closes the connections, so the destination gives up at once, and the
 // VM stays on the source as it was: running if it ran, paused if it was
-// paused, its memory untouched. The error is a *PhaseError. The one
-// exception is ErrInDoubt, after the source told the destination to resume:
-// the VM then stays paused and held until vgpu.VM.ResolveMigration.
+// paused, its memory untouched. The error is a *PhaseError. The
+// exceptions come after the source told the destination to resume: with
+// ErrInDoubt, and, in post-copy, ErrVMLost (see the package doc), the VM
+// stays paused and held until vgpu.VM.ResolveMigration.
+//
+// In post-copy the stun sends, instead of the last dirty pages and the
+// digests, the list of the pages that follow, and the pages follow once
+// the destination runs the VM.
 func Send(ctx context.Context, vm *vgpu.VM, conns []io.ReadWriter, cfg SendConfig) (*migrate.Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
