@@ -87,7 +87,7 @@ func (c streamScript) Write(p []byte) (int, error) { return len(p), nil }
 
 // streamSentinels are the errors a destination's failure may wrap.
 var streamSentinels = []error{migrate.ErrConnection, migrate.ErrStream, migrate.ErrIncompatible,
-	migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication}
+	migrate.ErrConfig, migrate.ErrDestination, migrate.ErrRefused, migrate.ErrAuthentication, migrate.ErrVMLost}
 
 var streamHost seedSharedHost
 
@@ -238,14 +238,20 @@ func (v streamVariant) String() string {
 	return s
 }
 
-// streamVariants is each mode, compressed and not, encrypted and not, of
+// streamVariants is each mode (post-copy's stream: the first, the list of
+// the pages that follow, and the second), compressed and not, encrypted and not, of
 // a VM as it starts and of one shrunk to a small stream.
 var streamVariants = func() []streamVariant {
 	var vs []streamVariant
 	for _, small := range []bool{false, true} {
-		for _, m := range []migrate.Mode{migrate.PreCopy, migrate.Legacy} {
+		for _, m := range []migrate.Mode{migrate.PreCopy, migrate.Legacy, migrate.PostCopy} {
 			for _, l := range []checkpoint.Level{checkpoint.LevelFastest, checkpoint.LevelNone} {
 				for _, enc := range []bool{false, true} {
+					if small && m == migrate.PostCopy {
+						// Its two streams do not fit a committed file:
+						// it is recorded when the target starts.
+						continue
+					}
 					vs = append(vs, streamVariant{m, l, enc, small})
 				}
 			}

@@ -52,15 +52,17 @@ func newPostCopyWorld(t testing.TB, w *counterWorkload) *postCopyWorld {
 	return pw
 }
 
-// dirtyAtStun, the source's Progress, moves the source host on a
-// millisecond as the stun begins, before the pause: the counter rewrites
-// pages then, so that the hybrid's stun always leaves pages to follow,
-// however soon after the last round the Runner's ticks fall.
+// dirtyAtStun, the source's Progress, moves the source host on by one
+// pass of the counter as the stun begins, before the pause: the counter
+// rewrites every page it walks then, so that the hybrid's stun always
+// leaves those pages to follow, however soon after the last round the
+// Runner's ticks fall, and the same number of them from run to run.
 func (pw *postCopyWorld) dirtyAtStun(e migrate.Event) {
 	if e.Kind == migrate.StunStarted {
 		pw.srcRun.Lock()
 		defer pw.srcRun.Unlock()
-		if err := pw.src.Advance(time.Millisecond); err != nil {
+		pass := time.Duration(pw.w.Pages) * time.Second / time.Duration(pw.w.PagesPerSec)
+		if err := pw.src.Advance(pass + time.Millisecond); err != nil {
 			panic(err)
 		}
 	}
