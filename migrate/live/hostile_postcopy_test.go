@@ -419,7 +419,13 @@ func (s *pcSource) postWriter(id [checkpoint.StreamIDSize]byte, keyIdx int, meta
 // writePages writes pages, each a page of a pattern, as a post-copy
 // stream with the right id and key, and ends it.
 func (s *pcSource) writePages(pages []pcPage) error {
-	w, err := s.postWriter(s.postID(postCopyStreamIndex(0)), postCopyStreamIndex(0), s.rec.meta)
+	return s.writeStream(s.postID(postCopyStreamIndex(0)), postCopyStreamIndex(0), s.rec.meta, pages)
+}
+
+// writeStream writes a whole second stream of pages, with id, the key of
+// stream index key and meta.
+func (s *pcSource) writeStream(id [checkpoint.StreamIDSize]byte, key int, meta checkpoint.Metadata, pages []pcPage) error {
+	w, err := s.postWriter(id, key, meta)
 	if err != nil {
 		return err
 	}
@@ -676,15 +682,7 @@ func pcDestinationCases(rec *pcRecording, access func(in *vgpu.VM)) []pcSourceCa
 		// A stream that is not this migration's post-copy stream: the
 		// first stream's id, an id drawn before the resume, another VM.
 		{name: "post=first-stream-id", post: func(s *pcSource) error {
-			w, err := s.postWriter(s.postID(0), postCopyStreamIndex(0), s.rec.meta)
-			if err != nil {
-				return err
-			}
-			defer w.Release()
-			if err := pcWritePages(w, s.rec, s.rec.owedPages); err != nil {
-				return err
-			}
-			return w.Close()
+			return s.writeStream(s.postID(0), postCopyStreamIndex(0), s.rec.meta, s.rec.owedPages)
 		}, want: lost(migrate.ErrAuthentication), after: true},
 		{name: "post=id-drawn-before-the-resume", owed: func(s *pcSource) error {
 			if err := s.sendOwed(); err != nil {
@@ -693,28 +691,12 @@ func pcDestinationCases(rec *pcRecording, access func(in *vgpu.VM)) []pcSourceCa
 			s.stale = s.postID(postCopyStreamIndex(0))
 			return nil
 		}, post: func(s *pcSource) error {
-			w, err := s.postWriter(s.stale, postCopyStreamIndex(0), s.rec.meta)
-			if err != nil {
-				return err
-			}
-			defer w.Release()
-			if err := pcWritePages(w, s.rec, s.rec.owedPages); err != nil {
-				return err
-			}
-			return w.Close()
+			return s.writeStream(s.stale, postCopyStreamIndex(0), s.rec.meta, s.rec.owedPages)
 		}, want: lost(migrate.ErrAuthentication), after: true},
 		{name: "post=other-vm", post: func(s *pcSource) error {
 			meta := s.rec.meta
 			meta.VMID = "impostor"
-			w, err := s.postWriter(s.postID(postCopyStreamIndex(0)), postCopyStreamIndex(0), meta)
-			if err != nil {
-				return err
-			}
-			defer w.Release()
-			if err := pcWritePages(w, s.rec, s.rec.owedPages); err != nil {
-				return err
-			}
-			return w.Close()
+			return s.writeStream(s.postID(postCopyStreamIndex(0)), postCopyStreamIndex(0), meta, s.rec.owedPages)
 		}, want: lost(migrate.ErrStream), after: true},
 		// Cut short: the source hangs up halfway through.
 		{name: "post=cut-short", post: func(s *pcSource) error {
@@ -746,15 +728,7 @@ func pcDestinationCases(rec *pcRecording, access func(in *vgpu.VM)) []pcSourceCa
 	if rec.key != nil {
 		// The right id, sealed under the first stream's key.
 		cases = append(cases, pcSourceCase{name: "post=first-stream-key", post: func(s *pcSource) error {
-			w, err := s.postWriter(s.postID(postCopyStreamIndex(0)), 0, s.rec.meta)
-			if err != nil {
-				return err
-			}
-			defer w.Release()
-			if err := pcWritePages(w, s.rec, s.rec.owedPages); err != nil {
-				return err
-			}
-			return w.Close()
+			return s.writeStream(s.postID(postCopyStreamIndex(0)), 0, s.rec.meta, s.rec.owedPages)
 		}, want: lost(migrate.ErrStream, checkpoint.ErrAuth), after: true})
 	}
 	return cases

@@ -25,9 +25,10 @@ import (
 // connection yet, so a post-copy that fails — a connection lost or
 // stalled, a bad stream, a cancel — destroys the copy here, whose pages
 // can never all come, and the source keeps its own, as of the stun,
-// paused and held in doubt (ErrVMLost at both ends). A VM is never run
-// with a page missing: an access waiting for a page fails with the
-// migration (memory.AbsentError).
+// paused and held in doubt (ErrVMLost at both ends, or ErrInDoubt at the
+// source once it sent every page). A VM is never run with a page missing:
+// an access waiting for a page fails with the migration
+// (memory.AbsentError), and a workload that meets one pauses its VM.
 
 // recvPostCopy is the destination's post-copy state.
 type recvPostCopy struct {

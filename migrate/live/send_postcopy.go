@@ -164,8 +164,9 @@ func (s *sender) postCopy() error {
 }
 
 // openPostCopyStreams opens the second stream on every connection, whose
-// ids and keys are drawn from the whole conversation so far, and has the
-// connections' goroutines write them.
+// ids are drawn from the whole conversation so far and whose keys are the
+// migration's for indexes no first stream has, and has the connections'
+// goroutines write them.
 func (s *sender) openPostCopyStreams() error {
 	outs := make([]checkpoint.ParallelOut, len(s.conns))
 	for i := range outs {
@@ -184,8 +185,9 @@ func (s *sender) openPostCopyStreams() error {
 	}
 	// The first stream ended: its writers' goroutines are idle, and the
 	// next batch queued to them happens after this.
+	s.post.firstWire = s.pw.Offset()
 	_ = s.pw.Release()
-	s.post.firstWire, s.pw = s.pw.Offset(), pw
+	s.pw = pw
 	s.out.bind(pw)
 	return nil
 }
