@@ -229,7 +229,8 @@ func (p *ParallelApplier) Offset() int64 { return p.wire.Load() }
 
 // Run reads and applies every stream to its end, then checks the regions'
 // content digests. It returns the first failure, after every goroutine it
-// started has ended, the destination regions scrubbed. A ctx done stops
+// started has ended, the destination regions scrubbed (but with
+// ParallelOptions.Continue). A ctx done stops
 // it between records (a read in progress ends as the caller's Stop or the
 // reader's own deadline makes it).
 func (p *ParallelApplier) Run(ctx context.Context) error {
@@ -323,7 +324,8 @@ func (p *ParallelApplier) isStopped() bool {
 func stopped(err error) bool { return errors.Is(err, context.Canceled) }
 
 // fail records err as the failure unless one came first, and stops the
-// other goroutines; Run scrubs the destinations once they have ended. It
+// other goroutines; Run scrubs the destinations once they have ended (but
+// with ParallelOptions.Continue). It
 // returns the failure. After Run succeeded it does nothing.
 func (p *ParallelApplier) fail(err error, cancel context.CancelFunc) error {
 	p.mu.Lock()

@@ -1,6 +1,8 @@
 package live
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -48,8 +50,9 @@ type recvPostCopy struct {
 	// ids are the second streams' ids, drawn from the conversation up
 	// to the resume's acknowledgement; acked is closed once they are
 	// (ready), and no fetch goes before.
-	ids   [][checkpoint.StreamIDSize]byte
-	acked chan struct{}
+	ids       [][checkpoint.StreamIDSize]byte
+	acked     chan struct{}
+	ackedOnce sync.Once
 
 	mu sync.Mutex
 	// accepted holds, by region, the pages the second streams brought
@@ -176,8 +179,17 @@ func (pc *recvPostCopy) fault(i int) memory.FaultFunc {
 		select {
 		case <-ch:
 		case <-timer.C:
-			pc.fail(fmt.Errorf("%w: page %d of region %d, asked for, did not come within %v", migrate.ErrConnection, p, i, pc.timeout))
-			pc.stop()
+			// The page may have landed as the timer fired: only a page
+			// still missing fails the migration.
+			pc.mu.Lock()
+			late := !pc.landed[i].Has(p)
+			if late {
+				pc.failLocked(fmt.Errorf("%w: page %d of region %d, asked for, did not come within %v", migrate.ErrConnection, p, i, pc.timeout))
+			}
+			pc.mu.Unlock()
+			if late {
+				pc.stop()
+			}
 		}
 		timer.Stop()
 		pc.mu.Lock()
@@ -220,7 +232,9 @@ func (pc *recvPostCopy) accept(region uint32, indexes []int) error {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.err != nil {
-		return pc.err
+		// Failed already: the batch is let go, as a stopped applier's
+		// are, not refused as one the source got wrong.
+		return context.Canceled
 	}
 	for _, p := range indexes {
 		if !pc.owed[i].Has(p) || pc.accepted[i].Has(p) {
@@ -271,6 +285,17 @@ func (pc *recvPostCopy) applied(a checkpoint.Applied) {
 	pc.pushed.Add(migrate.Traffic{Pages: n - f, ZeroPages: int64(a.ZeroPages), RawBytes: (n - f) * pageBytes, WireBytes: wire - wire*f/n})
 }
 
+// errStreamsFailed is the failure the waiting accesses get when the
+// second streams fail: the streams' own error says why.
+var errStreamsFailed = fmt.Errorf("%w: the post-copy's streams failed", migrate.ErrStream)
+
+// cause returns the post-copy's failure, if any.
+func (pc *recvPostCopy) cause() error {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.err
+}
+
 // fail fails the post-copy for cause: the accesses waiting for a page, and
 // those to come, fail with it.
 func (pc *recvPostCopy) fail(cause error) {
@@ -302,7 +327,7 @@ func (pc *recvPostCopy) ready(t *transcript, caller uint64, conns int, err error
 	} else {
 		pc.fail(fmt.Errorf("%w: acknowledging the resume: %w", migrate.ErrConnection, err))
 	}
-	close(pc.acked)
+	pc.ackedOnce.Do(func() { close(pc.acked) })
 }
 
 // postCopy lands the pages of the second streams, one on each connection,
@@ -354,6 +379,11 @@ func (r *receiver) landAll(pa *checkpoint.ParallelApplier) (postCopyAccount, err
 	pc := r.post
 	if err := pa.Run(r.ctx); err != nil {
 		pc.fail(fmt.Errorf("%w: %w", migrate.ErrStream, err))
+		if cause := pc.cause(); cause != nil && !errors.Is(cause, errStreamsFailed) {
+			// An access failed first (its fetch, or its wait), and
+			// closed the connections the streams then failed on.
+			return postCopyAccount{}, cause
+		}
 		return postCopyAccount{}, wrap(migrate.ErrStream, err)
 	}
 	if err := pa.Commit(); err != nil {
@@ -424,7 +454,7 @@ func (r *receiver) openPostCopyStreams() (*checkpoint.ParallelApplier, error) {
 	// before anything else happens; the regions, on which the VM runs,
 	// are left as they are (Continue).
 	stop := func() {
-		r.post.fail(fmt.Errorf("%w: the post-copy's streams failed", migrate.ErrStream))
+		r.post.fail(errStreamsFailed)
 		r.conns.closeAll()
 	}
 	popts := checkpoint.ParallelOptions{Workers: r.cfg.Workers, InFlight: r.cfg.InFlight, Stop: stop,
@@ -453,7 +483,12 @@ func (r *receiver) openPostCopyStreams() (*checkpoint.ParallelApplier, error) {
 func (r *receiver) strand() {
 	pc := r.post
 	pc.fail(fmt.Errorf("%w: the post-copy failed", migrate.ErrVMLost))
-	r.rep.PostCopy = pc.account(r.since()).report
+	// An access waiting to ask for a page goes on, and fails.
+	pc.ackedOnce.Do(func() { close(pc.acked) })
+	if r.postPA != nil {
+		// The post-copy began: its account up to the failure.
+		r.rep.PostCopy = pc.account(r.since()).report
+	}
 	if r.postPA != nil {
 		_ = r.postPA.Close()
 	}
